@@ -1,0 +1,51 @@
+# corpus-chunker: `make demo` and `make test` set everything up from a fresh clone.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+DEMO_OUT ?= out/demo
+DEMO_FLAGS ?=
+
+.PHONY: setup demo test test-fast lint format bench clean
+
+setup: $(STAMP)
+
+# torch first: the pinned CPU wheel; anything else would pull gigabytes of CUDA.
+$(STAMP): setup.py constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip
+	$(PIP) install -q "torch==2.13.0" -c constraints.txt
+	$(PIP) install -q -c constraints.txt -e ".[gcp,dev]"
+	$(PY) -c "from transforms.chunking.tokens import seed_tiktoken_cache; print('tiktoken files in', seed_tiktoken_cache())"
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m pipelines.chunk_corpus --input 'samples/*/*' --output $(DEMO_OUT) --overwrite \
+		--runner=DirectRunner $(DEMO_FLAGS)
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not runners"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PIP) install -q -c constraints.txt -e ".[bench]"
+	$(PY) bench/chunkers.py
+	$(PY) bench/embedding.py
+
+clean:
+	rm -rf $(VENV) .cache out *.egg-info

@@ -1,0 +1,252 @@
+"""corpus-chunker: raw documents -> retrieval-ready chunks, embeddings and a cost report.
+
+    corpus-chunker --input 'docs/**/*.md' --output out/ [--chunk_size 256 ...] [Beam flags]
+
+`run(argv)` parses the flags, validates them into a JobConfig and runs `build_pipeline` on the
+runner that --runner names.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineResult
+
+from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
+from schemas.records import Chunk
+from transforms import accounting
+from transforms.accounting import Account
+from transforms.boilerplate import RemoveBoilerplate
+from transforms.budget import BudgetConfig, CountChunkTokens
+from transforms.chunking.routing import ChunkDocuments
+from transforms.chunking.tokens import make_tokenizer
+from transforms.context import AddContext
+from transforms.embed import EmbedChunks, SentenceTransformerHandler
+from transforms.extract import ExtractText
+from transforms.read import ReadDocuments, check_patterns
+from transforms.write import TABLES, WriteShards
+
+REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
+UNSUPPORTED_RUNNERS = {
+    "daskrunner": "Beam 2.77's DaskRunner drops elements emitted in finish_bundle (the Parquet "
+    "sinks and RunInference batches), so it would report success with data missing",
+}
+
+
+class _DocEvents(beam.DoFn):
+    """A stat event per chunked document (its tokens in the pricing tokenizer)."""
+
+    def __init__(self, tokenizer: str, strategies: dict[str, str]) -> None:
+        self.tokenizer_name = tokenizer
+        self.strategies = dict(strategies)
+        self.tokenizer = None
+
+    def setup(self) -> None:
+        self.tokenizer = make_tokenizer(self.tokenizer_name)
+
+    def process(self, item: tuple) -> Any:
+        doc, _ = item
+        strategy = self.strategies.get(doc.doc_type, "recursive")
+        yield accounting.doc_event(doc, strategy, self.tokenizer.count(doc.text))
+
+
+def _split_parents(item: tuple) -> Any:
+    doc, chunks = item
+    children = [c for c in chunks if not c.is_parent]
+    parents = [c for c in chunks if c.is_parent]
+    yield beam.pvalue.TaggedOutput("parents", parents)
+    yield doc.text, children
+
+
+def _chunk_event(chunk: Chunk, max_seq_length: int | None) -> tuple:
+    truncated = bool(max_seq_length and (chunk.model_tokens or 0) > max_seq_length)
+    return accounting.chunk_event(chunk, truncated, chunk.embed_seconds)
+
+
+def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PCollection]:
+    """Wire every stage; returns the main PCollections (for tests and callers)."""
+    read = p | "Read documents" >> ReadDocuments(
+        config.inputs, config.max_file_bytes, config.estimate_sample
+    )
+    extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
+    documents = extracted.documents
+    if config.boilerplate.enabled:
+        documents = documents | "Remove boilerplate" >> RemoveBoilerplate(config.boilerplate)
+    chunked = documents | "Chunk documents" >> ChunkDocuments(config.chunking)
+
+    split = chunked.chunked | "Set parents aside" >> beam.FlatMap(_split_parents).with_outputs(
+        "parents", main="children"
+    )
+    with_context = split.children | "Add context" >> AddContext(config.context)
+    parents = split.parents | "Flatten parents" >> beam.FlatMap(lambda chunks: chunks)
+    counted = (with_context, parents) | "All chunks" >> beam.Flatten()
+    counted = counted | "Count chunk tokens" >> CountChunkTokens(
+        BudgetConfig(
+            pricing_tokenizer=config.pricing_tokenizer,
+            model_tokenizer=config.embedding.path,
+            model_max_tokens=config.embedding.max_seq_length,
+        )
+    )
+
+    reject_parts = [read.rejects, extracted.rejects, chunked.rejects]
+    if config.embeds:
+        handler = SentenceTransformerHandler(
+            config.embedding.path,
+            config.embedding.dimension,
+            device=config.embedding.device,
+            encode_batch_size=config.embedding.batch_size,
+            max_batch_size=config.embedding.max_batch,
+        )
+        children = counted | "Children" >> beam.Filter(lambda c: not c.is_parent)
+        parent_chunks = counted | "Parents" >> beam.Filter(lambda c: c.is_parent)
+        embedded, embed_rejects = children | "Embed chunks" >> EmbedChunks(
+            handler, config.embedding.model
+        )
+        final_chunks = (embedded, parent_chunks) | "Embedded and parents" >> beam.Flatten()
+        reject_parts.append(embed_rejects)
+    else:
+        final_chunks = counted
+    rejects = tuple(reject_parts) | "All rejects" >> beam.Flatten()
+    out_documents = chunked.chunked | "Chunked documents" >> beam.Map(lambda item: item[0])
+
+    written = {
+        "chunks": final_chunks,
+        "documents": out_documents,
+        "rejects": rejects,
+    } | "Write tables" >> WriteShards(
+        config.output, config.embedding.dimension, write_chunks=not config.estimate
+    )
+
+    events = (
+        read.documents | "Input events" >> beam.Map(lambda _: (accounting.INPUT,)),
+        read.rejects | "Unread input events" >> beam.Map(lambda _: (accounting.INPUT,)),
+        chunked.chunked
+        | "Document events"
+        >> beam.ParDo(_DocEvents(config.pricing_tokenizer, config.chunking.strategies)),
+        final_chunks | "Chunk events" >> beam.Map(_chunk_event, config.embedding.max_seq_length),
+        rejects | "Reject events" >> beam.Map(accounting.reject_event),
+    ) | "All events" >> beam.Flatten()
+    manifest = {
+        "config": config.settings,
+        "config_fingerprint": config.fingerprint,
+        "inputs": list(config.inputs),
+        "output": config.output,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "mode": "estimate" if config.estimate else "run",
+    }
+    manifest_path = (events, written) | "Account" >> Account(
+        config.output, config.pricing, manifest["mode"], manifest
+    )
+    return {
+        "chunks": final_chunks,
+        "documents": out_documents,
+        "rejects": rejects,
+        "manifest": manifest_path,
+    }
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Refuse to mix two runs' shards in one folder unless --overwrite is given."""
+    existing = []
+    for name in TABLES:
+        existing += [
+            m.path
+            for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list
+        ]
+    for name in REPORT_FILES:
+        path = FileSystems.join(output, name)
+        if FileSystems.exists(path):
+            existing.append(path)
+    if existing and not overwrite:
+        raise ValueError(
+            f"--output {output} already holds a run ({len(existing)} files); "
+            "pass --overwrite to replace it or choose another folder"
+        )
+    if existing:
+        FileSystems.delete(existing)
+
+
+def check_runner(options: PipelineOptions) -> None:
+    runner = (options.view_as(StandardOptions).runner or "").lower()
+    for name, why in UNSUPPORTED_RUNNERS.items():
+        if runner.endswith(name) or runner == name.removesuffix("runner"):
+            raise ValueError(
+                f"--runner={runner} is refused: {why}. Use DirectRunner, "
+                "PortableRunner (Flink/Spark job server) or DataflowRunner."
+            )
+
+
+def summary(report: dict, output: str, seconds: float) -> str:
+    return (
+        f"corpus-chunker {report['mode']}: {report['documents_in']} documents in -> "
+        f"{report['documents_chunked']} chunked, {report['documents_rejected']} rejected, "
+        f"{report['documents_unchanged']} unchanged\n"
+        f"  chunks: {report['chunks']} ({report['chunks_rejected']} rejected, "
+        f"{report['chunks_truncated']} truncated by the model)\n"
+        f"  tokens: {report['document_tokens']:,} in documents, {report['embedded_tokens']:,} "
+        f"embedded (inflation {report['overlap_inflation']})\n"
+        f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
+        + (
+            f"; projected whole corpus ${report['projection']['cost_usd']:.4f}"
+            if "projection" in report
+            else ""
+        )
+        + f"\n  wall time: {seconds:.1f} s\n  output: {output}"
+    )
+
+
+def run(argv: list[str] | None = None) -> PipelineResult:
+    """Parse flags, build the pipeline, run it on --runner and wait for it."""
+    options = PipelineOptions(argv)
+    options.view_as(ChunkCorpusOptions)  # registers the project flags for --help
+    check_runner(options)
+    config = config_from_options(options)
+    check_patterns(config.inputs)
+    prepare_output(config.output, config.overwrite)
+    started = time.time()
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, config)
+    result = pipeline.run()
+    result.wait_until_finish()
+    report_path = FileSystems.join(config.output, "cost_report.json")
+    if FileSystems.exists(report_path):
+        with FileSystems.open(report_path) as f:
+            report = json.loads(f.read().decode("utf-8"))
+        print(summary(report, config.output, time.time() - started))
+    return result
+
+
+def print_help() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="corpus-chunker",
+        description="Chunk, embed and cost a document corpus on Apache Beam. Beam's own flags "
+        "(--runner, --direct_num_workers, --job_endpoint, --project, ...) also apply.",
+    )
+    ChunkCorpusOptions._add_argparse_args(parser)
+    parser.print_help()
+
+
+def main() -> None:
+    logging.getLogger().setLevel(logging.WARNING)
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print_help()
+        return
+    try:
+        run(sys.argv[1:])
+    except ValueError as e:
+        print(f"corpus-chunker: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

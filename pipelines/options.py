@@ -1,0 +1,345 @@
+"""Project flags (one PipelineOptions subclass) and the validated, immutable JobConfig."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from schemas.records import DOC_TYPES, stable_hash
+from transforms.accounting import Pricing
+from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
+from transforms.chunking.tokens import TIKTOKEN_ENCODINGS
+from transforms.embed import DEFAULT_MODEL
+
+CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
+
+
+class ChunkCorpusOptions(PipelineOptions):
+    """Flags of the corpus-chunker job (Beam's own flags, e.g. --runner, also apply)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: Any) -> None:
+        g = parser.add_argument_group("corpus-chunker")
+        g.add_argument(
+            "--input",
+            action="append",
+            default=None,
+            help="File path or glob (local, gs://, s3://); repeat for several. "
+            "*.jsonl files are read as records of {id, text, title?, url?, doc_type?}.",
+        )
+        g.add_argument("--output", default=None, help="Output folder (local, gs://, s3://).")
+        g.add_argument(
+            "--overwrite",
+            action="store_true",
+            default=False,
+            help="Replace the tables of an earlier run in --output (default: refuse).",
+        )
+        g.add_argument(
+            "--chunk_size",
+            type=int,
+            default=256,
+            help="Hard maximum tokens per chunk, context header included (default 256).",
+        )
+        g.add_argument(
+            "--chunk_overlap",
+            type=int,
+            default=32,
+            help="Tokens shared by neighbouring prose chunks (default 32).",
+        )
+        g.add_argument(
+            "--tokenizer",
+            default="cl100k_base",
+            choices=list(TIKTOKEN_ENCODINGS),
+            help="Tokenizer that --chunk_size counts in (default cl100k_base).",
+        )
+        for doc_type in DOC_TYPES:
+            g.add_argument(
+                f"--strategy_{doc_type}",
+                default=DEFAULT_STRATEGY_BY_TYPE[doc_type],
+                choices=sorted(STRATEGIES),
+                help=f"Chunking strategy for {doc_type} documents "
+                f"(default {DEFAULT_STRATEGY_BY_TYPE[doc_type]}).",
+            )
+        g.add_argument(
+            "--parent_chunk_size",
+            type=int,
+            default=None,
+            help="Also emit parent chunks of this many tokens; children point to them "
+            "(small-to-big retrieval). Default: off.",
+        )
+        g.add_argument(
+            "--context",
+            default="path",
+            choices=["none", "path", "llm"],
+            help="Contextual header before each chunk: none, path (title and section path), "
+            "or llm (one line written by a chat model). Default path.",
+        )
+        g.add_argument(
+            "--context_max_tokens",
+            type=int,
+            default=32,
+            help="Token room reserved for a path header (default 32).",
+        )
+        g.add_argument("--llm_base_url", default=None, help="OpenAI-compatible endpoint base URL.")
+        g.add_argument("--llm_model", default=None, help="Chat model name for --context=llm.")
+        g.add_argument(
+            "--llm_api_key_env",
+            default="OPENAI_API_KEY",
+            help="Name of the environment variable holding the LLM API key.",
+        )
+        g.add_argument(
+            "--llm_context_tokens",
+            type=int,
+            default=64,
+            help="Cap (and reserved room) for the LLM context line, in tokens (default 64).",
+        )
+        g.add_argument("--llm_concurrency", type=int, default=4, help="Parallel LLM requests.")
+        g.add_argument("--llm_timeout_s", type=float, default=30.0, help="LLM request timeout.")
+        g.add_argument("--llm_max_retries", type=int, default=4, help="Retries on 429/5xx.")
+        g.add_argument("--llm_cache_dir", default=None, help="Cache of LLM context lines.")
+        g.add_argument(
+            "--llm_price_in", type=float, default=0.0, help="USD per million prompt tokens."
+        )
+        g.add_argument(
+            "--llm_price_out", type=float, default=0.0, help="USD per million completion tokens."
+        )
+        g.add_argument(
+            "--embedding_model",
+            default=DEFAULT_MODEL,
+            help="sentence-transformers folder; 'default' = bundled all-MiniLM-L6-v2; "
+            "'none' skips embedding.",
+        )
+        g.add_argument(
+            "--embedding_device",
+            default="auto",
+            choices=["auto", "cpu", "cuda"],
+            help="Device for the embedding model (default auto: cuda when available).",
+        )
+        g.add_argument(
+            "--embedding_batch_size",
+            type=int,
+            default=32,
+            help="Sentences per model forward pass (default 32).",
+        )
+        g.add_argument(
+            "--embedding_max_batch",
+            type=int,
+            default=256,
+            help="Most chunks Beam hands the model at once; sorted by length inside (256).",
+        )
+        g.add_argument(
+            "--price_per_million_tokens",
+            type=float,
+            default=0.02,
+            help="Embedding price in USD per million tokens (default 0.02).",
+        )
+        g.add_argument(
+            "--pricing_tokenizer",
+            default="cl100k_base",
+            choices=list(TIKTOKEN_ENCODINGS),
+            help="Tokenizer the price is counted in (default cl100k_base).",
+        )
+        g.add_argument(
+            "--estimate",
+            action="store_true",
+            default=False,
+            help="Read, extract and chunk only: write the cost report as a projection.",
+        )
+        g.add_argument(
+            "--estimate_sample",
+            type=float,
+            default=1.0,
+            help="Fraction of files to read (deterministic); the report projects the rest.",
+        )
+        g.add_argument(
+            "--extract_timeout_s",
+            type=float,
+            default=5.0,
+            help="Time limit for one HTML extraction; 0 disables it (default 5).",
+        )
+        g.add_argument(
+            "--max_file_bytes",
+            type=int,
+            default=20_000_000,
+            help="Larger files are rejected as too_large (default 20 MB).",
+        )
+        g.add_argument(
+            "--boilerplate",
+            default="on",
+            choices=["on", "off"],
+            help="Remove lines repeated across many documents of a folder (default on).",
+        )
+        g.add_argument(
+            "--boilerplate_min_docs",
+            type=int,
+            default=3,
+            help="A repeated line must occur in at least this many documents (default 3).",
+        )
+        g.add_argument(
+            "--boilerplate_min_fraction",
+            type=float,
+            default=0.5,
+            help="...and in at least this fraction of its folder's documents (default 0.5).",
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    model: str  # flag value ("default", a folder, or "none")
+    path: str | None
+    dimension: int | None
+    max_seq_length: int | None
+    device: str = "auto"
+    batch_size: int = 32
+    max_batch: int = 256
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything the pipeline needs, validated once; build_pipeline reads nothing else."""
+
+    inputs: tuple[str, ...]
+    output: str
+    chunking: ChunkingConfig
+    context: Any  # transforms.context.ContextConfig
+    embedding: EmbeddingConfig
+    pricing: Pricing
+    boilerplate: Any  # transforms.boilerplate.BoilerplateConfig
+    extract_timeout_s: float = 5.0
+    max_file_bytes: int = 20_000_000
+    estimate: bool = False
+    estimate_sample: float = 1.0
+    pricing_tokenizer: str = "cl100k_base"
+    overwrite: bool = False
+    settings: dict = field(default_factory=dict)  # the flags, for the manifest
+
+    @property
+    def fingerprint(self) -> str:
+        return self.chunking.config_fingerprint
+
+    @property
+    def embeds(self) -> bool:
+        return self.embedding.path is not None and not self.estimate
+
+
+def _absolute(pattern: str) -> str:
+    return pattern if "://" in pattern else os.path.abspath(pattern)
+
+
+def config_from_options(options: PipelineOptions) -> JobConfig:
+    """Validate the flags (errors name the flag) and freeze them into a JobConfig."""
+    from transforms.boilerplate import BoilerplateConfig
+    from transforms.context import ContextConfig, reserved_tokens
+    from transforms.embed import read_model_info, resolve_model_path
+
+    o = options.view_as(ChunkCorpusOptions)
+    if not o.input:
+        raise ValueError("--input is required: a file path or glob (repeat for several)")
+    if not o.output:
+        raise ValueError("--output is required: the folder to write the tables to")
+    if not 0.0 < o.estimate_sample <= 1.0:
+        raise ValueError(f"--estimate_sample must be in (0, 1], got {o.estimate_sample}")
+    if o.estimate_sample < 1.0 and not o.estimate:
+        raise ValueError("--estimate_sample is only meaningful with --estimate")
+    for name in ("price_per_million_tokens", "llm_price_in", "llm_price_out"):
+        if getattr(o, name) < 0:
+            raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
+    if o.max_file_bytes <= 0:
+        raise ValueError(f"--max_file_bytes must be positive, got {o.max_file_bytes}")
+
+    if o.embedding_model.lower() == "none":
+        embedding = EmbeddingConfig(model="none", path=None, dimension=None, max_seq_length=None)
+    else:
+        path = resolve_model_path(o.embedding_model)
+        info = read_model_info(path)
+        embedding = EmbeddingConfig(
+            model=o.embedding_model,
+            path=path,
+            dimension=info.dimension,
+            max_seq_length=info.max_seq_length,
+            device=o.embedding_device,
+            batch_size=o.embedding_batch_size,
+            max_batch=o.embedding_max_batch,
+        )
+    if o.embedding_batch_size < 1 or o.embedding_max_batch < 1:
+        raise ValueError("--embedding_batch_size and --embedding_max_batch must be positive")
+
+    context = ContextConfig(
+        mode=o.context,
+        chunk_size=o.chunk_size,
+        tokenizer=o.tokenizer,
+        max_header_tokens=o.context_max_tokens,
+        llm_base_url=o.llm_base_url,
+        llm_model=o.llm_model,
+        llm_api_key_env=o.llm_api_key_env,
+        llm_context_tokens=o.llm_context_tokens,
+        llm_timeout_s=o.llm_timeout_s,
+        llm_max_retries=o.llm_max_retries,
+        llm_concurrency=o.llm_concurrency,
+        llm_price_in=o.llm_price_in,
+        llm_price_out=o.llm_price_out,
+        llm_cache_dir=o.llm_cache_dir,
+    )
+    reserve = reserved_tokens(context)
+    boilerplate = BoilerplateConfig(
+        enabled=o.boilerplate == "on",
+        min_docs=o.boilerplate_min_docs,
+        min_fraction=o.boilerplate_min_fraction,
+    )
+    strategies = {t: getattr(o, f"strategy_{t}") for t in DOC_TYPES}
+    # Everything that changes the output goes into the fingerprint (not paths, runner, price).
+    settings = {
+        "config_version": CONFIG_VERSION,
+        "chunk_size": o.chunk_size,
+        "chunk_overlap": o.chunk_overlap,
+        "tokenizer": o.tokenizer,
+        "strategies": strategies,
+        "parent_chunk_size": o.parent_chunk_size,
+        "context": o.context,
+        "context_max_tokens": o.context_max_tokens,
+        "llm_model": o.llm_model if o.context == "llm" else None,
+        "llm_context_tokens": o.llm_context_tokens if o.context == "llm" else None,
+        "embedding_model": o.embedding_model,
+        "embedding_dimension": embedding.dimension,
+        "boilerplate": dataclasses.asdict(boilerplate),
+    }
+    fingerprint = stable_hash(json.dumps(settings, sort_keys=True), length=16)
+    chunking = ChunkingConfig(
+        chunk_size=o.chunk_size,
+        chunk_overlap=o.chunk_overlap,
+        tokenizer=o.tokenizer,
+        strategies=strategies,
+        header_reserve=reserve,
+        parent_chunk_size=o.parent_chunk_size,
+        model_tokenizer=embedding.path,
+        model_max_tokens=embedding.max_seq_length,
+        # Word pieces per tiktoken token run up to about 2 in headers (paths, identifiers).
+        model_header_reserve=2 * reserve,
+        config_fingerprint=fingerprint,
+    )
+    return JobConfig(
+        inputs=tuple(_absolute(p) for p in o.input),
+        output=_absolute(o.output),
+        chunking=chunking,
+        context=context,
+        embedding=embedding,
+        pricing=Pricing(
+            price_per_million_tokens=o.price_per_million_tokens,
+            llm_price_in=o.llm_price_in,
+            llm_price_out=o.llm_price_out,
+            sample_fraction=o.estimate_sample,
+        ),
+        boilerplate=boilerplate,
+        extract_timeout_s=o.extract_timeout_s,
+        max_file_bytes=o.max_file_bytes,
+        estimate=o.estimate,
+        estimate_sample=o.estimate_sample,
+        pricing_tokenizer=o.pricing_tokenizer,
+        overwrite=o.overwrite,
+        settings={**settings, "config_fingerprint": fingerprint},
+    )

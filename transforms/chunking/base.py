@@ -1,0 +1,108 @@
+"""The chunker interface: one method, `chunk(text) -> list[ChunkSpan]`, with a hard token maximum.
+
+Every strategy returns spans of the document text (exact character offsets). The base class
+owns the guarantees every strategy shares: whitespace-only spans are dropped, span edges are
+trimmed of whitespace, and each span is encoded alone and re-split if it is over the limit.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from transforms.chunking.tokens import TokenizedText, Tokenizer
+
+MIN_CHUNK_SIZE = 8
+
+
+@dataclass(frozen=True)
+class ChunkSpan:
+    """A chunk as offsets into the document text: `text[start:end]` is the chunk."""
+
+    start: int
+    end: int
+    token_count: int = 0
+    section_path: tuple[str, ...] = ()
+    strategy: str = ""
+
+
+def trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink [start, end) past leading and trailing whitespace."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+class Chunker(abc.ABC):
+    """Base of every strategy. Subclasses implement `split` on a tokenized document."""
+
+    strategy: ClassVar[str] = ""
+
+    def __init__(self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int = 0) -> None:
+        if chunk_size < MIN_CHUNK_SIZE:
+            raise ValueError(
+                f"chunk_size must be at least {MIN_CHUNK_SIZE} tokens, got {chunk_size}"
+            )
+        if chunk_overlap < 0 or chunk_overlap >= chunk_size // 2:
+            raise ValueError(
+                f"chunk_overlap must be in [0, chunk_size/2) = [0, {chunk_size // 2}), "
+                f"got {chunk_overlap}"
+            )
+        self.tokenizer = tokenizer
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+
+    @abc.abstractmethod
+    def split(self, doc: TokenizedText, language: str | None = None) -> list[ChunkSpan]:
+        """Spans of `doc.text`, each at most `chunk_size` tokens by the derived count."""
+
+    def chunk(self, text: str, language: str | None = None) -> list[ChunkSpan]:
+        """Chunk `text`; every returned span is at most `chunk_size` tokens when encoded alone."""
+        if not text or text.isspace():
+            return []
+        doc = self.tokenizer.tokenize(text)
+        return self.finalize(doc, self.split(doc, language))
+
+    def finalize(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
+        """Trim, drop empty spans, and prove the limit by encoding each span alone."""
+        out: list[ChunkSpan] = []
+        for span in spans:
+            start, end = self.trim_span(doc.text, span.start, span.end)
+            if start >= end:
+                continue
+            count = self.tokenizer.count(doc.text[start:end])
+            if count <= self.chunk_size:
+                out.append(_replace(span, start, end, count))
+                continue
+            # Rare: the span's alone-encoding differs from its slice of the document's tokens
+            # (a cut inside a word). Re-split it with a tighter derived budget until it fits.
+            out.extend(self._resplit(doc, span, start, end))
+        return out
+
+    def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
+        """Edges to keep; prose drops surrounding whitespace (code keeps indentation)."""
+        return trim(text, start, end)
+
+    def _resplit(
+        self, doc: TokenizedText, span: ChunkSpan, start: int, end: int
+    ) -> list[ChunkSpan]:
+        from transforms.chunking.recursive import recursive_split
+
+        budget = self.chunk_size
+        while True:
+            budget = max(1, budget - max(1, budget // 16))
+            pieces = recursive_split(doc, start, end, budget)
+            fitted = []
+            for s, e in pieces:
+                s, e = self.trim_span(doc.text, s, e)
+                if s < e:
+                    fitted.append((s, e, self.tokenizer.count(doc.text[s:e])))
+            if all(c <= self.chunk_size for _, _, c in fitted):
+                return [_replace(span, s, e, c) for s, e, c in fitted]
+
+
+def _replace(span: ChunkSpan, start: int, end: int, count: int) -> ChunkSpan:
+    return replace(span, start=start, end=end, token_count=count)

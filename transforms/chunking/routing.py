@@ -1,0 +1,258 @@
+"""The {doc_type: strategy} table and the ChunkDocuments stage.
+
+A strategy is one module with one Chunker class; adding one is one file and one row in
+STRATEGIES. `chunk_document` is the pure core: a Document in, its Chunks out, every chunk
+within the token budget of the configured tokenizer and, when an embedding model is set,
+within the model's own word-piece limit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from schemas.records import Chunk, Document, Reject, stable_hash
+from transforms.chunking.base import Chunker, ChunkSpan, trim
+from transforms.chunking.recursive import recursive_split
+from transforms.chunking.tokens import Tokenizer, make_tokenizer
+
+NAMESPACE = "corpus_chunker"
+REJECTS = "rejects"
+
+# strategy name -> "module:Class"
+STRATEGIES: dict[str, str] = {
+    "recursive": "transforms.chunking.recursive:RecursiveChunker",
+    "fixed": "transforms.chunking.fixed:FixedChunker",
+    "markdown": "transforms.chunking.markdown:MarkdownChunker",
+    "code": "transforms.chunking.code:CodeChunker",
+}
+DEFAULT_STRATEGY_BY_TYPE: dict[str, str] = {
+    "text": "recursive",
+    "markdown": "markdown",
+    "html": "markdown",  # trafilatura's markdown output: headings become section paths
+    "code": "code",
+}
+
+
+def strategy_class(name: str) -> type[Chunker]:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown chunking strategy {name!r}; choose one of {sorted(STRATEGIES)}")
+    module, cls = STRATEGIES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """Everything that decides chunk boundaries (all of it is in the config fingerprint)."""
+
+    chunk_size: int = 256
+    chunk_overlap: int = 0
+    tokenizer: str = "cl100k_base"
+    strategies: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_STRATEGY_BY_TYPE))
+    header_reserve: int = 0  # tokens left free in every chunk for its context header
+    parent_chunk_size: int | None = None
+    # The embedding model's tokenizer folder and its limit in word pieces (specials included).
+    model_tokenizer: str | None = None
+    model_max_tokens: int | None = None
+    model_header_reserve: int = 0  # word pieces left free for the header in the model's count
+    config_fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        body = self.chunk_size - self.header_reserve
+        if body < 16:
+            raise ValueError(
+                f"--chunk_size={self.chunk_size} leaves {body} tokens after the context header "
+                f"reserve of {self.header_reserve}; raise --chunk_size or lower the header size"
+            )
+        if not 0 <= self.chunk_overlap < body // 2:
+            raise ValueError(
+                f"--chunk_overlap={self.chunk_overlap} must be in [0, {body // 2}) "
+                f"(half of the {body} tokens a chunk has after its header)"
+            )
+        for doc_type, name in self.strategies.items():
+            if name not in STRATEGIES:
+                raise ValueError(
+                    f"--strategy_{doc_type}={name!r} is not a strategy; choose one of "
+                    f"{sorted(STRATEGIES)}"
+                )
+        if self.parent_chunk_size is not None and self.parent_chunk_size <= self.chunk_size:
+            raise ValueError(
+                f"--parent_chunk_size={self.parent_chunk_size} must exceed "
+                f"--chunk_size={self.chunk_size}"
+            )
+
+    @property
+    def body_size(self) -> int:
+        return self.chunk_size - self.header_reserve
+
+
+class DocumentChunker:
+    """Pure core of the chunk stage: builds the strategy table once, chunks documents."""
+
+    def __init__(self, config: ChunkingConfig) -> None:
+        self.config = config
+        self.tokenizer: Tokenizer = make_tokenizer(config.tokenizer)
+        self._chunkers: dict[tuple[str, int], Chunker] = {}
+        self.model_tokenizer: Tokenizer | None = None
+        if config.model_tokenizer and config.model_max_tokens:
+            self.model_tokenizer = make_tokenizer(f"hf:{config.model_tokenizer}")
+
+    def chunker(self, doc_type: str, size: int) -> Chunker:
+        name = self.config.strategies.get(doc_type, "recursive")
+        key = (name, size)
+        if key not in self._chunkers:
+            overlap = self.config.chunk_overlap if size == self.config.body_size else 0
+            self._chunkers[key] = strategy_class(name)(self.tokenizer, size, overlap)
+        return self._chunkers[key]
+
+    def spans(self, doc: Document) -> list[tuple[ChunkSpan, int | None]]:
+        """(span, index of its parent span or None); parents come before their children."""
+        body = self.config.body_size
+        if self.config.parent_chunk_size is None:
+            return [(s, None) for s in self._fit_model(doc, self.chunker(doc.doc_type, body))]
+        out: list[tuple[ChunkSpan, int | None]] = []
+        parent_chunker = self.chunker(doc.doc_type, self.config.parent_chunk_size)
+        child_chunker = self.chunker(doc.doc_type, body)
+        for parent in parent_chunker.chunk(doc.text, doc.language):
+            parent_index = len(out)
+            out.append((parent, None))
+            sub = doc.text[parent.start : parent.end]
+            for child in self._fit_model_text(sub, child_chunker, doc.language):
+                shifted = ChunkSpan(
+                    child.start + parent.start,
+                    child.end + parent.start,
+                    child.token_count,
+                    parent.section_path + child.section_path[len(parent.section_path) :]
+                    if child.section_path[: len(parent.section_path)] != parent.section_path
+                    else child.section_path,
+                    child.strategy,
+                )
+                out.append((shifted, parent_index))
+        return out
+
+    def _fit_model(self, doc: Document, chunker: Chunker) -> list[ChunkSpan]:
+        return self._fit_model_text(doc.text, chunker, doc.language)
+
+    def _fit_model_text(self, text: str, chunker: Chunker, language: str | None) -> list[ChunkSpan]:
+        spans = chunker.chunk(text, language)
+        if self.model_tokenizer is None:
+            return spans
+        limit = self.model_budget
+        out: list[ChunkSpan] = []
+        for span in spans:
+            piece = text[span.start : span.end]
+            if self.model_tokenizer.count(piece) <= limit:
+                out.append(span)
+                continue
+            # The embedding model would truncate this chunk: split it in the model's own
+            # word pieces, so every piece is read whole.
+            model_doc = self.model_tokenizer.tokenize(piece)
+            for s, e in recursive_split(model_doc, 0, len(piece), limit):
+                s, e = trim(piece, s, e)
+                if s < e:
+                    sub = piece[s:e]
+                    out.append(
+                        ChunkSpan(
+                            span.start + s,
+                            span.start + e,
+                            self.tokenizer.count(sub),
+                            span.section_path,
+                            span.strategy,
+                        )
+                    )
+        return out
+
+    @property
+    def model_budget(self) -> int:
+        """Word pieces a chunk may have: the model limit less [CLS]/[SEP] and the header room."""
+        assert self.config.model_max_tokens is not None
+        return self.config.model_max_tokens - 2 - self.config.model_header_reserve
+
+    def chunk_document(self, doc: Document) -> list[Chunk]:
+        spans = self.spans(doc)
+        ids: list[str] = []
+        chunks: list[Chunk] = []
+        for index, (span, parent) in enumerate(spans):
+            is_parent = self.config.parent_chunk_size is not None and parent is None
+            chunk_id = stable_hash(
+                "chunk",
+                doc.content_hash,
+                span.start,
+                span.end,
+                is_parent,
+                self.config.config_fingerprint,
+            )
+            ids.append(chunk_id)
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id,
+                    doc_id=doc.doc_id,
+                    source=doc.source,
+                    doc_type=doc.doc_type,
+                    language=doc.language,
+                    chunk_index=index,
+                    text=doc.text[span.start : span.end],
+                    start_char=span.start,
+                    end_char=span.end,
+                    token_count=span.token_count,
+                    section_path=span.section_path,
+                    strategy=span.strategy,
+                    config_fingerprint=self.config.config_fingerprint,
+                    title=doc.title,
+                    content_hash=doc.content_hash,
+                    parent_id=ids[parent] if parent is not None else None,
+                    is_parent=is_parent,
+                )
+            )
+        return chunks
+
+
+class _ChunkFn(beam.DoFn):
+    def __init__(self, config: ChunkingConfig) -> None:
+        self.config = config
+        self.chunked = Metrics.counter(NAMESPACE, "documents_chunked")
+        self.n_chunks = Metrics.counter(NAMESPACE, "chunks")
+        self.failed = Metrics.counter(NAMESPACE, "documents_rejected_chunk")
+        self.no_chunks = Metrics.counter(NAMESPACE, "documents_without_chunks")
+        self.core: DocumentChunker | None = None
+
+    def setup(self) -> None:
+        self.core = DocumentChunker(self.config)
+
+    def process(self, doc: Document) -> Iterator:
+        assert self.core is not None
+        try:
+            chunks = self.core.chunk_document(doc)
+        except Exception as e:  # one document's failure is a reject, never a failed job
+            self.failed.inc()
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, Reject(doc.source, "chunk", "chunk_failed", repr(e)[:500], doc.doc_id)
+            )
+            return
+        if not chunks:
+            self.no_chunks.inc()
+            yield beam.pvalue.TaggedOutput(
+                REJECTS,
+                Reject(doc.source, "chunk", "no_chunks", "no non-whitespace text", doc.doc_id),
+            )
+            return
+        self.chunked.inc()
+        self.n_chunks.inc(len(chunks))
+        yield (doc, chunks)
+
+
+class ChunkDocuments(beam.PTransform):
+    """Document -> (Document, [Chunk]) per document (main) and Reject (`rejects`)."""
+
+    def __init__(self, config: ChunkingConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return docs | "Chunk by type" >> beam.ParDo(_ChunkFn(self.config)).with_outputs(
+            REJECTS, main="chunked"
+        )

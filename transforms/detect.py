@@ -1,0 +1,115 @@
+"""Document type detection: html, markdown, code (with its language) or text.
+
+The extension decides when it is known; otherwise the first bytes are sniffed (doctype, html
+tag, shebang, Markdown headings and fences).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+CODE_LANGUAGE_BY_EXTENSION = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".rb": "ruby",
+    ".sh": "bash",
+    ".bash": "bash",
+    # Recognised as code, chunked by lines (no grammar bundled).
+    ".kt": "kotlin",
+    ".scala": "scala",
+    ".swift": "swift",
+    ".php": "php",
+    ".cs": "csharp",
+    ".lua": "lua",
+    ".pl": "perl",
+    ".sql": "sql",
+}
+HTML_EXTENSIONS = {".html", ".htm", ".xhtml"}
+MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
+TEXT_EXTENSIONS = {".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".csv", ""}
+JSONL_EXTENSIONS = {".jsonl", ".ndjson"}
+
+_SHEBANG = {
+    "python": "python",
+    "bash": "bash",
+    "sh": "bash",
+    "zsh": "bash",
+    "node": "javascript",
+    "ruby": "ruby",
+}
+_MD_SIGNS = re.compile(r"^(#{1,6} \S|```|~~~|\* \S|- \S|\d+\. \S|\|.*\|)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class DetectedType:
+    doc_type: str  # html | markdown | code | text
+    language: str | None = None
+
+
+def extension(source: str) -> str:
+    """Lower-case extension of a path or URI, ignoring a `#L<line>` record suffix and `.gz`."""
+    path = source.split("#", 1)[0]
+    base = os.path.basename(path).lower()
+    if base.endswith(".gz"):
+        base = base[:-3]
+    return os.path.splitext(base)[1]
+
+
+def is_binary(head: bytes) -> bool:
+    """NUL bytes, or mostly control bytes, in the first KB mean binary."""
+    if b"\x00" in head:
+        return True
+    if not head:
+        return False
+    control = sum(1 for b in head if b < 9 or 13 < b < 32)
+    return control / len(head) > 0.1
+
+
+def sniff(head: str) -> DetectedType:
+    """Type from content, for files without a known extension."""
+    start = head.lstrip()[:512].lower()
+    if start.startswith(("<!doctype html", "<html", "<?xml")) and "<html" in head[:4096].lower():
+        return DetectedType("html")
+    if start.startswith("#!"):
+        first = start.splitlines()[0]
+        for word, lang in _SHEBANG.items():
+            if re.search(rf"\b{word}[\d.]*\b", first):
+                return DetectedType("code", lang)
+    if len(_MD_SIGNS.findall(head[:8192])) >= 2:
+        return DetectedType("markdown")
+    return DetectedType("text")
+
+
+def detect(source: str, head: str) -> DetectedType:
+    """Type of a document from its name and the start of its decoded text."""
+    ext = extension(source)
+    if ext in HTML_EXTENSIONS:
+        return DetectedType("html")
+    if ext in MARKDOWN_EXTENSIONS:
+        return DetectedType("markdown")
+    if ext in CODE_LANGUAGE_BY_EXTENSION:
+        return DetectedType("code", CODE_LANGUAGE_BY_EXTENSION[ext])
+    if ext in TEXT_EXTENSIONS and ext:
+        return DetectedType("text")
+    return sniff(head)

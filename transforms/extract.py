@@ -1,0 +1,177 @@
+"""Extract clean text: decode, detect the type, run trafilatura on HTML (with a time limit).
+
+Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
+empty, extract_timeout, extract_failed, empty_after_extraction).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import re
+from collections.abc import Callable, Iterator
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
+from transforms.detect import detect, is_binary
+
+REJECTS = "rejects"
+NAMESPACE = "corpus_chunker"
+_ATX_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+class ExtractError(Exception):
+    """A document that cannot be extracted; `reason` is the machine-readable cause."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def decode(raw: RawDocument) -> str:
+    """The document's text: the record's text, or the file's bytes as strict UTF-8."""
+    if raw.text is not None:
+        text = raw.text
+    else:
+        if is_binary(raw.data[:4096]):
+            raise ExtractError("binary", "NUL or control bytes in the first 4 KB")
+        try:
+            text = raw.data.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            excerpt = raw.data[max(0, e.start - 20) : e.end + 20]
+            raise ExtractError(
+                "invalid_utf8", f"byte {e.start}: {e.reason}; near {excerpt!r}"
+            ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def first_heading(text: str) -> str | None:
+    m = _ATX_HEADING.search(text[:20_000])
+    return m.group(1).strip() if m else None
+
+
+HtmlExtractor = Callable[[str], "object"]
+
+
+def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Document:
+    """Pure core: one raw input to one Document, or ExtractError."""
+    text = decode(raw)
+    if not text.strip():
+        raise ExtractError("empty", "no text (empty or whitespace only)")
+    detected = detect(raw.source, text[:8192])
+    doc_type, language = detected.doc_type, detected.language
+    if raw.hint_type in DOC_TYPES:
+        doc_type, language = raw.hint_type, None if raw.hint_type != "code" else language
+    title, url, date = raw.title, raw.url, None
+    if doc_type == "html":
+        result = html_extractor(text)
+        text = result.text
+        title = title or result.title
+        url = url or result.url
+        date = result.date
+        if not text.strip():
+            raise ExtractError("empty_after_extraction", "trafilatura found no main text")
+    elif doc_type == "markdown":
+        title = title or first_heading(text)
+    elif doc_type == "code":
+        title = title or raw.source.split("#", 1)[0].rsplit("/", 1)[-1]
+    return Document(
+        doc_id=raw.doc_id,
+        source=raw.source,
+        doc_type=doc_type,
+        text=text,
+        content_hash=content_hash(text),
+        language=language,
+        title=title,
+        url=url,
+        date=date,
+    )
+
+
+def _html_to_markdown(html: str):
+    from transforms.html import html_to_markdown
+
+    return html_to_markdown(html)
+
+
+class _ExtractFn(beam.DoFn):
+    """Runs the pure core; HTML goes to a child process that is killed past the time limit."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.docs = Metrics.counter(NAMESPACE, "documents_extracted")
+        self.rejected = Metrics.counter(NAMESPACE, "documents_rejected_extract")
+        self.timeouts = Metrics.counter(NAMESPACE, "extract_timeouts")
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def setup(self) -> None:
+        self._pool = None
+
+    def _pool_or_new(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+        return self._pool
+
+    def _kill_pool(self) -> None:
+        if self._pool is not None:
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _html(self, html: str):
+        if self.timeout_s <= 0:
+            return _html_to_markdown(html)
+        future = self._pool_or_new().submit(_html_to_markdown, html)
+        try:
+            return future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            self._kill_pool()
+            self.timeouts.inc()
+            raise ExtractError(
+                "extract_timeout", f"HTML extraction over --extract_timeout_s={self.timeout_s}"
+            ) from None
+        except concurrent.futures.process.BrokenProcessPool as e:
+            self._kill_pool()
+            raise ExtractError("extract_failed", f"extraction process died: {e}") from None
+
+    def process(self, raw: RawDocument) -> Iterator:
+        try:
+            doc = extract_document(raw, self._html)
+        except ExtractError as e:
+            self.rejected.inc()
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, Reject(raw.source, "extract", e.reason, str(e)[:500], raw.doc_id)
+            )
+            return
+        except Exception as e:  # a parser bug on one document must not fail the job
+            self.rejected.inc()
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, Reject(raw.source, "extract", "extract_failed", repr(e)[:500], raw.doc_id)
+            )
+            return
+        self.docs.inc()
+        yield doc
+
+    def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class ExtractText(beam.PTransform):
+    """RawDocument -> Document (main) and Reject (`rejects`)."""
+
+    def __init__(self, timeout_s: float = 5.0) -> None:
+        super().__init__()
+        if timeout_s < 0:
+            raise ValueError(f"--extract_timeout_s must be >= 0, got {timeout_s}")
+        self.timeout_s = timeout_s
+
+    def expand(self, raws: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return raws | "Extract text" >> beam.ParDo(_ExtractFn(self.timeout_s)).with_outputs(
+            REJECTS, main="documents"
+        )

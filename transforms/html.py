@@ -1,0 +1,148 @@
+"""HTML to Markdown for the chunker: trafilatura does the boilerplate removal.
+
+`html_to_markdown` turns one HTML page into Markdown whose ``#``/``##``/``###`` headings come
+from the page's ``<h1>``-``<h6>``, so the chunker can build section paths from them. The
+extraction itself (what is content, what is navigation/menus/footers/sidebars) is entirely
+trafilatura's, in its default "balanced" mode; this module only prepares the tree.
+
+Why the preparation is needed (trafilatura 2.3.1, main_extractor.py / xpaths.py):
+
+* ``_extract()`` only runs its full converter -- the one that keeps headings
+  (``handle_textelem`` -> ``handle_titles`` for ``<head>``) and lists -- on a *content
+  container* found by one of the ``BODY_XPATH`` expressions (xpaths.py: an ``<article>``,
+  ``<main>``, or a div/section whose id/class looks like ``article-body``, ``post-content``,
+  ``content``, ``main``...). When none matches, ``result_body`` stays empty.
+* ``extract_content()`` then falls back to ``recover_wild_text()``, whose search expression is
+  ``.//code|.//p|.//quote|.//table|.//div[contains(@class, 'w3-code')]``: headings are not
+  searched at all (its docstring: "Do not widen `search_expr` (e.g. headings ...)"), and
+  lists are only searched in recall mode. So every heading is silently dropped.
+* DocBook pages (PostgreSQL: ``div.refentry``/``div.sect1`` directly under ``<body>``) and
+  the SQLite pages (``div.fancy`` or bare ``<body>``) have no such container; Sphinx pages
+  do (``div.body[role=main]``), which is why textwrap.html kept its ``<h1>``.
+* ``compare_extraction()`` (external.py) can still pick readability instead; its output goes
+  through ``sanitize_tree()``, which keeps ``<h2>`` etc. as ``<head>``. That is why a
+  synthetic page -- or one ``refsect1`` repeated three times, where the wild-text recovery
+  dedups the copies so readability is >2x longer (``_prefer_readability``) -- "kept"
+  headings, while on the real pages the own (wild-text) extraction is longer and wins.
+
+The fix (``_wrap_body_in_main``): when no ``BODY_XPATH`` expression matches, wrap the
+children of ``<body>`` in a ``<main>`` element. trafilatura's last ``BODY_XPATH`` expression
+then selects it and the normal extractor runs over the same region the wild-text recovery
+would have searched (the whole body), with the same pruning (``prune_unwanted_sections``:
+nav/footer/sidebar/menu classes, link density, link tables) and the same comparison with
+readability/justext afterwards -- but now headings and lists are converted. Pages that
+already have a container are left untouched, so trafilatura's choice stands there.
+
+Sphinx/docutils permalink anchors (``<a class="headerlink">¶</a>``) are removed first, so
+headings and the title read "textwrap — Text wrapping and filling", not "...filling¶".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import trafilatura
+from lxml.etree import XPath
+from lxml.html import HtmlElement
+
+try:  # the very expressions trafilatura uses to find a content container
+    from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
+except ImportError:  # pragma: no cover - layout of a future trafilatura
+    _CONTAINER_XPATHS = [XPath("(.//article|.//main|.//*[@role='main'])[1]")]
+
+__all__ = ["HtmlExtraction", "html_to_markdown"]
+
+LOGGER = logging.getLogger(__name__)
+
+_HEADERLINK_XPATH = XPath(
+    "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
+)
+_LANG_META_XPATH = XPath(
+    "//meta[translate(@http-equiv, 'CONTENTLAGU', 'contentlagu')='content-language']/@content"
+    "|//meta[@property='og:locale']/@content"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HtmlExtraction:
+    """The Markdown text of a page (``""`` if nothing was extracted) and its metadata."""
+
+    text: str
+    title: str | None = None
+    url: str | None = None  # the page's canonical URL, if it declares a valid one
+    date: str | None = None  # YYYY-MM-DD, as found by trafilatura (htmldate)
+    language: str | None = None
+
+
+def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
+    """Extract the main content of an HTML page as Markdown, with its headings, plus metadata.
+
+    ``source`` (a path or URI) only labels log messages. The URL comes from the page itself
+    (``<link rel="canonical">``, ``og:url``...), via trafilatura's metadata extraction.
+    ``language`` is trafilatura's (only set when its language detector is installed),
+    else the language the page declares (``<html lang>``, Content-Language, og:locale).
+    """
+    tree = trafilatura.load_html(html)
+    if tree is None:
+        LOGGER.debug("not parseable as HTML: %s", source)
+        return HtmlExtraction(text="")
+    _drop_headerlinks(tree)
+    if _wrap_body_in_main(tree):
+        LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
+
+    meta = trafilatura.extract_metadata(tree)  # htmldate works on its own copy
+    text = trafilatura.extract(
+        tree,  # copied by trafilatura before it prunes
+        output_format="markdown",
+        include_tables=True,
+        include_links=False,
+        include_images=False,
+        # reader comments are not document text (and, off, trafilatura prunes comment
+        # containers before every stage); identical output on the sample pages
+        include_comments=False,
+    )
+    if not text:
+        LOGGER.debug("trafilatura extracted nothing: %s", source)
+    return HtmlExtraction(
+        text=(text or "").strip(),
+        title=meta.title or None,
+        url=meta.url or None,
+        date=meta.date or None,
+        language=meta.language or _declared_language(tree),
+    )
+
+
+def _drop_headerlinks(tree: HtmlElement) -> None:
+    """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
+    for anchor in _HEADERLINK_XPATH(tree):
+        anchor.drop_tree()
+
+
+def _wrap_body_in_main(tree: HtmlElement) -> bool:
+    """Move all of ``<body>`` into one ``<main>`` if trafilatura would find no content container.
+
+    See the module docstring: without a container, trafilatura's wild-text recovery drops
+    every heading. Returns whether the tree was changed.
+    """
+    if any(expr(tree) for expr in _CONTAINER_XPATHS):
+        return False
+    body = tree.find("body") if tree.tag == "html" else None
+    if body is None:
+        body = tree.find(".//body")
+    if body is None or len(body) == 0:
+        return False
+    main = body.makeelement("main", {})
+    main.text, body.text = body.text, None
+    main.extend(list(body))  # moves the children, tails included
+    body.append(main)
+    return True
+
+
+def _declared_language(tree: HtmlElement) -> str | None:
+    """The language the page declares: ``<html lang>``, else Content-Language or og:locale."""
+    candidates = [tree.get("lang"), tree.get("xml:lang"), *_LANG_META_XPATH(tree)]
+    for value in candidates:
+        if value and (tag := value.split(",")[0].strip().replace("_", "-")):
+            return tag
+    return None

@@ -1,0 +1,74 @@
+"""Write the chunk, document and reject tables as zstd Parquet shards with explicit schemas."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.parquetio import WriteToParquet
+
+from schemas.arrow import (
+    DOCUMENT_SCHEMA,
+    REJECT_SCHEMA,
+    chunk_row,
+    chunk_schema,
+    document_row,
+    reject_row,
+)
+
+TABLES = ("chunks", "documents", "rejects")
+
+
+def table_prefix(output: str, table: str) -> str:
+    return FileSystems.join(output, table, "part")
+
+
+class WriteTable(beam.PTransform):
+    """Rows (already dicts) -> `DIR/<table>/part-SSSSS-of-NNNNN.parquet`; outputs file names."""
+
+    def __init__(self, output: str, table: str, schema: pa.Schema) -> None:
+        super().__init__()
+        self.output = output
+        self.table = table
+        self.schema = schema
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return rows | f"Write {self.table}" >> WriteToParquet(
+            table_prefix(self.output, self.table),
+            schema=self.schema,
+            codec="zstd",
+            file_name_suffix=".parquet",
+            record_batch_size=1000,
+            row_group_buffer_size=16 * 1024 * 1024,
+        )
+
+
+class WriteShards(beam.PTransform):
+    """Chunks, documents and rejects to their Parquet tables; returns the written files."""
+
+    def __init__(self, output: str, embedding_dim: int | None, write_chunks: bool = True) -> None:
+        super().__init__()
+        self.output = output
+        self.embedding_dim = embedding_dim
+        self.write_chunks = write_chunks
+
+    def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
+        written = []
+        if self.write_chunks:
+            written.append(
+                tables["chunks"]
+                | "Chunk rows" >> beam.Map(chunk_row)
+                | "Chunks table"
+                >> WriteTable(self.output, "chunks", chunk_schema(self.embedding_dim))
+            )
+        written.append(
+            tables["documents"]
+            | "Document rows" >> beam.Map(document_row)
+            | "Documents table" >> WriteTable(self.output, "documents", DOCUMENT_SCHEMA)
+        )
+        written.append(
+            tables["rejects"]
+            | "Reject rows" >> beam.Map(reject_row)
+            | "Rejects table" >> WriteTable(self.output, "rejects", REJECT_SCHEMA)
+        )
+        return tuple(written) | "All written files" >> beam.Flatten()
