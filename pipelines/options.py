@@ -42,8 +42,10 @@ class ChunkCorpusOptions(PipelineOptions):
         g.add_argument(
             "--chunk_size",
             type=int,
-            default=256,
-            help="Hard maximum tokens per chunk, context header included (default 256).",
+            default=192,
+            help="Hard maximum tokens per chunk, context header included (default 192: "
+            "with the default header room, chunks of the default model stay under its 256 "
+            "word pieces; longer ones are split further, never truncated).",
         )
         g.add_argument(
             "--chunk_overlap",
@@ -318,8 +320,9 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         parent_chunk_size=o.parent_chunk_size,
         model_tokenizer=embedding.path,
         model_max_tokens=embedding.max_seq_length,
-        # Word pieces per tiktoken token run up to about 2 in headers (paths, identifiers).
-        model_header_reserve=2 * reserve,
+        # Room in the model's word pieces for at least a short header; a longer header is
+        # shortened to fit (transforms/budget.py), the chunk text never is.
+        model_header_reserve=min(2 * reserve, 16),
         config_fingerprint=fingerprint,
     )
     return JobConfig(

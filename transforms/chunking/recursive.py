@@ -50,8 +50,17 @@ def _candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndar
     if not raw:
         return np.empty(0, dtype=np.int64)
     pos = np.asarray(raw, dtype=np.int64)
-    idx = np.searchsorted(doc.boundaries, pos, side="right") - 1
-    snapped = np.unique(doc.boundaries[np.maximum(idx, 0)])
+    idx = np.maximum(np.searchsorted(doc.boundaries, pos, side="right") - 1, 0)
+    snapped = doc.boundaries[idx]
+    # A separator inside a token (cl100k has ".\n\n" as one token) is moved to the token
+    # boundary on whichever side only skips whitespace, so no cut lands before a "." or a word.
+    for i in np.nonzero(snapped != pos)[0]:
+        p, lo = int(pos[i]), int(snapped[i])
+        if not text[lo:p].isspace():
+            hi = doc.ceil(p)
+            if text[p:hi].isspace() or hi == p:
+                snapped[i] = hi
+    snapped = np.unique(snapped)
     return snapped[(snapped > start) & (snapped < end)]
 
 
@@ -112,6 +121,8 @@ def overlap_start(doc: TokenizedText, prev_start: int, start: int, overlap: int)
     if overlap <= 0 or start <= prev_start:
         return start
     window = max(doc.boundary_at_token(doc.tokens_before(start) - overlap), prev_start)
+    while window < start and doc.count(window, start) > overlap:
+        window = doc.ceil(window + 1)  # a character of several tokens straddled the window
     if window >= start:
         return start
     # Snap down to the token that holds the boundary (tiktoken's " word" tokens start at the

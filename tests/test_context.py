@@ -1,0 +1,503 @@
+"""Tests of transforms/context.py: path headers, the fit invariant, the LLM client against a real
+local OpenAI-compatible HTTP server, the cache, and AddContext in a TestPipeline."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas.records import Chunk, content_hash
+from transforms.chunking.tokens import make_tokenizer
+from transforms.context import (
+    CONTEXT_JOINER,
+    ELLIPSIS,
+    METRICS_NAMESPACE,
+    AddContext,
+    ContextConfig,
+    LLMContextCache,
+    LLMContextClient,
+    backoff_delay,
+    cache_key,
+    fit_header,
+    llm_cost_usd,
+    parse_retry_after,
+    path_header,
+    reserved_tokens,
+)
+
+DOCUMENT = (
+    "# Widget Manual\n\nThe widget frobs gadgets.\n\n## Installation\n\nRun the installer.\n\n"
+    "## Troubleshooting\n\nIf it breaks, restart it."
+)
+MODEL = "test-model"
+
+
+# --- A real OpenAI-compatible server ------------------------------------------------------
+
+
+class ChatServer:
+    """Answers POST /v1/chat/completions; the chunk's text picks the behaviour.
+
+    Markers in the chunk: RATE_LIMIT_ONCE (429 + Retry-After: 0 first), FAIL_ONCE (500 first),
+    SLOW_ONCE (first answer after 0.8 s), ALWAYS_FAIL (500), BAD_REQUEST (400), NO_USAGE,
+    LONG_ANSWER, PAUSE (answers after 0.15 s, tracking how many requests are in flight).
+    """
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.attempts: collections.Counter = collections.Counter()
+        self.active = self.max_active = 0
+        self.lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def request_count(self) -> int:
+        with self.lock:
+            return len(self.bodies)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][0]["content"]
+                chunk = re.search(r"<chunk>\n(.*)\n</chunk>", prompt, re.S).group(1)
+                with server.lock:
+                    server.bodies.append(body)
+                    server.headers.append(dict(self.headers))
+                    server.attempts[chunk] += 1
+                    n = server.attempts[chunk]
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": "not found"})
+                if "ALWAYS_FAIL" in chunk:
+                    return self._send(500, {"error": "boom"})
+                if "BAD_REQUEST" in chunk:
+                    return self._send(400, {"error": "bad"})
+                if "RATE_LIMIT_ONCE" in chunk and n == 1:
+                    return self._send(429, {"error": "slow down"}, {"Retry-After": "0"})
+                if "FAIL_ONCE" in chunk and n == 1:
+                    return self._send(500, {"error": "flaky"})
+                if "SLOW_ONCE" in chunk and n == 1:
+                    time.sleep(0.8)
+                if "PAUSE" in chunk:
+                    with server.lock:
+                        server.active += 1
+                        server.max_active = max(server.max_active, server.active)
+                    time.sleep(0.15)
+                    with server.lock:
+                        server.active -= 1
+                content = f"This chunk about {chunk.split()[0]} is from the Widget Manual."
+                if "LONG_ANSWER" in chunk:
+                    content = "\n\n".join(["A very long and rambling answer sentence."] * 40)
+                answer: dict = {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                }
+                if "NO_USAGE" not in chunk:
+                    answer["usage"] = {"prompt_tokens": 100, "completion_tokens": 10}
+                return self._send(200, answer)
+
+        return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    srv = ChatServer()
+    srv.thread.start()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+    srv.thread.join(timeout=5)
+
+
+def llm_config(server: ChatServer, **overrides: object) -> ContextConfig:
+    params: dict = {
+        "mode": "llm",
+        "chunk_size": 128,
+        "llm_base_url": server.base_url,
+        "llm_model": MODEL,
+        "llm_timeout_s": 0.3,
+        "llm_max_retries": 2,
+        "llm_backoff_s": 0.01,
+        "llm_backoff_max_s": 0.05,
+        "llm_seed": 0,
+        "llm_price_in": 3.0,
+        "llm_price_out": 15.0,
+    }
+    params.update(overrides)
+    return ContextConfig(**params)
+
+
+def make_chunk(text: str, index: int = 0, **fields: object) -> Chunk:
+    values: dict = {
+        "chunk_id": f"c{index}",
+        "doc_id": "d1",
+        "source": "docs/guide/widget.md",
+        "doc_type": "markdown",
+        "language": None,
+        "chunk_index": index,
+        "text": text,
+        "start_char": 0,
+        "end_char": len(text),
+        "token_count": 0,
+        "section_path": ("Widget Manual", "Installation"),
+        "strategy": "recursive",
+        "config_fingerprint": "f",
+        "title": "Widget Manual",
+        "content_hash": content_hash(DOCUMENT),
+    }
+    values.update(fields)
+    return Chunk(**values)
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+# --- Config ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"mode": "fancy"}, "mode"),
+        ({"mode": "llm", "llm_model": "m"}, "llm_base_url"),
+        ({"mode": "llm", "llm_base_url": "http://x/v1"}, "llm_model"),
+        ({"mode": "path", "chunk_size": 30}, "chunk_size"),
+        ({"max_header_tokens": 0}, "max_header_tokens"),
+        ({"llm_timeout_s": 0}, "llm_timeout_s"),
+        ({"llm_max_retries": -1}, "llm_max_retries"),
+        ({"llm_concurrency": 0}, "llm_concurrency"),
+        ({"llm_price_in": -1.0}, "llm_price_in"),
+        ({"llm_api_key_env": ""}, "llm_api_key_env"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        ContextConfig(**kwargs)
+
+
+def test_reserved_tokens_and_cost() -> None:
+    assert reserved_tokens(ContextConfig(mode="none")) == 0
+    assert reserved_tokens(ContextConfig(mode="path", max_header_tokens=20)) == 22
+    llm = ContextConfig(mode="llm", llm_base_url="http://h/v1", llm_model="m", llm_price_in=3.0)
+    assert reserved_tokens(llm) == 66
+    assert llm_cost_usd(1_000_000, 0, llm) == pytest.approx(3.0)
+    assert llm_cost_usd(0, 500_000, ContextConfig(llm_price_out=15.0)) == pytest.approx(7.5)
+
+
+# --- Path headers and the fit invariant --------------------------------------------------
+
+
+def test_path_header_prose_drops_a_first_heading_equal_to_the_title() -> None:
+    chunk = make_chunk("x", section_path=("Widget Manual", "Installation", "Linux", "Debian"))
+    assert path_header(chunk) == "Widget Manual > Installation > Linux > Debian"
+    assert path_header(make_chunk("x", title=None, section_path=())) == "widget.md"
+
+
+def test_path_header_code_uses_the_source_tail() -> None:
+    chunk = make_chunk(
+        "def bar(): ...",
+        source="/repo/src/pkg/path/to/file.py",
+        doc_type="code",
+        title=None,
+        section_path=("class Foo", "def bar"),
+    )
+    assert path_header(chunk) == "path/to/file.py > class Foo > def bar"
+
+
+def test_fit_header_keeps_a_header_that_fits_and_cuts_one_that_does_not(cl100k) -> None:
+    text = "Run the installer."
+    assert fit_header("Guide > Install", text, 100, cl100k) == "Guide > Install"
+    long_header = " > ".join(f"Section number {i}" for i in range(30))
+    cut = fit_header(long_header, text, 40, cl100k)
+    assert cut is not None and cut.endswith(ELLIPSIS)
+    assert long_header.startswith(cut.removesuffix(ELLIPSIS))
+    assert cl100k.count(cut + CONTEXT_JOINER + text) <= 40
+    capped = fit_header(long_header, text, 1000, cl100k, max_header_tokens=8)
+    assert capped is not None and cl100k.count(capped) <= 8
+    assert fit_header("Guide", "word " * 50, 10, cl100k) is None
+    assert fit_header("   ", text, 100, cl100k) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    header=st.text(min_size=0, max_size=120),
+    text=st.text(min_size=1, max_size=200),
+    budget=st.integers(min_value=1, max_value=120),
+    cap=st.one_of(st.none(), st.integers(min_value=1, max_value=40)),
+)
+def test_fit_header_never_exceeds_the_budget(
+    cl100k, header: str, text: str, budget: int, cap: int | None
+) -> None:
+    fitted = fit_header(header, text, budget, cl100k, max_header_tokens=cap)
+    if fitted is None:
+        return
+    assert cl100k.count(fitted + CONTEXT_JOINER + text) <= budget
+    assert cap is None or cl100k.count(fitted) <= cap
+    assert fitted.strip()
+    assert header.startswith(fitted.removesuffix(ELLIPSIS)) or fitted == header
+    if cap is None and cl100k.count(header + CONTEXT_JOINER + text) <= budget and header.strip():
+        assert fitted == header
+
+
+# --- LLM client against the real server --------------------------------------------------
+
+
+def test_llm_success_sends_the_document_before_the_chunk(server, cl100k, monkeypatch) -> None:
+    monkeypatch.setenv("CTX_TEST_KEY", "sekrit")
+    client = LLMContextClient(llm_config(server, llm_api_key_env="CTX_TEST_KEY"), cl100k)
+    outcome = client.situate(DOCUMENT, "Run the installer.")
+    assert outcome.context == "This chunk about Run is from the Widget Manual."
+    assert (outcome.prompt_tokens, outcome.completion_tokens) == (100, 10)
+    assert (outcome.requests, outcome.retries, outcome.cache_hit) == (1, 0, False)
+    body = server.bodies[0]
+    assert body["model"] == MODEL and body["max_tokens"] == 64
+    prompt = body["messages"][0]["content"]
+    assert prompt.startswith("<document>\n" + DOCUMENT)
+    assert prompt.index(DOCUMENT) < prompt.index("<chunk>\nRun the installer.\n</chunk>")
+    assert server.headers[0]["Authorization"] == "Bearer sekrit"
+
+
+def test_llm_counts_tokens_itself_when_usage_is_absent(server, cl100k) -> None:
+    outcome = LLMContextClient(llm_config(server), cl100k).situate(DOCUMENT, "NO_USAGE here")
+    assert outcome.context is not None
+    assert outcome.completion_tokens == cl100k.count(outcome.context)
+    assert outcome.prompt_tokens > cl100k.count(DOCUMENT)
+
+
+def test_llm_caps_a_long_answer(server, cl100k) -> None:
+    client = LLMContextClient(llm_config(server, llm_context_tokens=12), cl100k)
+    outcome = client.situate(DOCUMENT, "LONG_ANSWER please")
+    assert outcome.context is not None and "\n" not in outcome.context
+    assert 0 < cl100k.count(outcome.context) <= 12
+
+
+def test_llm_retries_a_429_honouring_retry_after(server, cl100k) -> None:
+    sleeps = Sleeps()
+    client = LLMContextClient(llm_config(server, llm_backoff_s=5.0), cl100k, sleep=sleeps)
+    outcome = client.situate(DOCUMENT, "RATE_LIMIT_ONCE chunk")
+    assert outcome.context is not None
+    assert (outcome.requests, outcome.retries) == (2, 1)
+    assert sleeps == [0.0]  # Retry-After: 0 wins over the 5 s backoff
+
+
+def test_llm_retries_a_500_with_backoff(server, cl100k) -> None:
+    sleeps = Sleeps()
+    client = LLMContextClient(llm_config(server), cl100k, sleep=sleeps)
+    outcome = client.situate(DOCUMENT, "FAIL_ONCE chunk")
+    assert outcome.context is not None and (outcome.requests, outcome.retries) == (2, 1)
+    assert len(sleeps) == 1 and 0.005 <= sleeps[0] <= 0.01
+
+
+def test_llm_retries_a_timeout(server, cl100k) -> None:
+    start = time.monotonic()
+    outcome = LLMContextClient(llm_config(server), cl100k).situate(DOCUMENT, "SLOW_ONCE chunk")
+    assert outcome.context is not None and (outcome.requests, outcome.retries) == (2, 1)
+    assert time.monotonic() - start < 0.8  # did not wait for the slow answer
+
+
+def test_llm_permanent_failure_returns_none(server, cl100k) -> None:
+    sleeps = Sleeps()
+    client = LLMContextClient(llm_config(server, llm_max_retries=3), cl100k, sleep=sleeps)
+    outcome = client.situate(DOCUMENT, "ALWAYS_FAIL chunk")
+    assert outcome.context is None and "500" in outcome.error
+    assert (outcome.requests, outcome.retries, server.request_count) == (4, 3, 4)
+    assert len(sleeps) == 3
+
+
+def test_llm_does_not_retry_a_400(server, cl100k) -> None:
+    outcome = LLMContextClient(llm_config(server), cl100k).situate(DOCUMENT, "BAD_REQUEST x")
+    assert outcome.context is None and (outcome.requests, outcome.retries) == (1, 0)
+
+
+def test_llm_connection_refused_fails_after_retries(cl100k) -> None:
+    srv = ChatServer()  # bound but never served, then closed: the port refuses connections
+    srv.httpd.server_close()
+    sleeps = Sleeps()
+    outcome = LLMContextClient(llm_config(srv), cl100k, sleep=sleeps).situate(DOCUMENT, "x")
+    assert outcome.context is None and outcome.requests == 3 and len(sleeps) == 2
+
+
+def test_backoff_is_exponential_and_seedable() -> None:
+    first = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
+    again = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
+    assert first == again
+    for attempt, delay in enumerate(first):
+        assert 2**attempt / 2 <= delay <= 2**attempt
+    assert backoff_delay(20, 1.0, 3.0, random.Random(0)) <= 3.0
+    assert parse_retry_after("2") == 2.0 and parse_retry_after(None) is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+def test_cache_makes_a_rerun_free(server, cl100k, tmp_path) -> None:
+    config = llm_config(server, llm_cache_dir=str(tmp_path))
+    chunks = ["Run the installer.", "If it breaks, restart it."]
+    first = [LLMContextClient(config, cl100k).situate(DOCUMENT, c) for c in chunks]
+    assert server.request_count == 2 and not any(o.cache_hit for o in first)
+    second = [LLMContextClient(config, cl100k).situate(DOCUMENT, c) for c in chunks]
+    assert server.request_count == 2  # zero new HTTP requests
+    assert all(o.cache_hit and o.prompt_tokens == o.completion_tokens == 0 for o in second)
+    assert [o.context for o in second] == [o.context for o in first]
+    assert len(list(tmp_path.rglob("*.json"))) == 2 and not list(tmp_path.rglob("*.tmp"))
+    # A new prompt version is a new key.
+    bumped = llm_config(server, llm_cache_dir=str(tmp_path), prompt_version="v2")
+    assert not LLMContextClient(bumped, cl100k).situate(DOCUMENT, chunks[0]).cache_hit
+    assert server.request_count == 3
+
+
+def test_cache_treats_a_torn_file_as_a_miss(tmp_path) -> None:
+    cache = LLMContextCache(str(tmp_path))
+    key = cache_key("doc", "chunk", MODEL, "v1")
+    cache.put(key, {"context": "hello"})
+    assert cache.get(key) == {"context": "hello"}
+    next(tmp_path.rglob("*.json")).write_text("{not json")
+    assert cache.get(key) is None
+
+
+# --- AddContext in a pipeline ------------------------------------------------------------
+
+
+def counters_of(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    totals: dict[str, int] = collections.Counter()
+    for counter in found["counters"]:
+        totals[counter.key.metric.name] += counter.committed
+    return dict(totals)
+
+
+def pipeline_input() -> list[tuple[str, list[Chunk]]]:
+    texts = [
+        "Run the installer.",
+        "RATE_LIMIT_ONCE restart it.",
+        "FAIL_ONCE the widget frobs gadgets.",
+        "ALWAYS_FAIL chunk text.",
+    ]
+    chunks = [make_chunk(t, i) for i, t in enumerate(texts)]
+    other = "Another document about gizmos."
+    gizmo = make_chunk(
+        other,
+        0,
+        doc_id="d2",
+        title="Gizmos",
+        section_path=("Setup",),
+        content_hash=content_hash(other),
+    )
+    return [(DOCUMENT, chunks), (other, [gizmo])]
+
+
+def check_llm_output(chunks: list[Chunk]) -> None:
+    tokenizer = make_tokenizer("cl100k_base")
+    assert len(chunks) == 5
+    by_text = {c.text: c for c in chunks}
+    assert by_text["ALWAYS_FAIL chunk text."].context_source == "path_fallback"
+    assert by_text["ALWAYS_FAIL chunk text."].context == "Widget Manual > Installation"
+    for chunk in chunks:
+        assert chunk.context
+        assert tokenizer.count(chunk.embed_text()) <= 128
+        if "ALWAYS_FAIL" not in chunk.text:
+            assert chunk.context_source == "llm"
+            assert chunk.context.startswith("This chunk about")
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_add_context_llm_pipeline_counts_and_caches(server, tmp_path, concurrency: int) -> None:
+    config = llm_config(server, llm_cache_dir=str(tmp_path), llm_concurrency=concurrency)
+    p = BeamTestPipeline()
+    out = p | beam.Create(pipeline_input()) | AddContext(config)
+    assert_that(out, check_llm_output)
+    counters = counters_of(p.run())
+    assert counters["context_headers"] == 5
+    assert counters["header_tokens"] > 0
+    assert counters["llm_requests"] == 4 + 2 + 3  # 4 successes, 2 retried, 3 tries that fail
+    assert counters["llm_retries"] == 4
+    assert counters["llm_failures_fallback"] == 1
+    assert counters["llm_prompt_tokens"] == 400 and counters["llm_completion_tokens"] == 40
+    assert counters.get("llm_cache_hits", 0) == 0
+
+    before = server.request_count
+    p = BeamTestPipeline()
+    out = p | beam.Create(pipeline_input()) | AddContext(config)
+    assert_that(out, check_llm_output)
+    counters = counters_of(p.run())
+    # Only the chunk whose LLM call failed asks again; every other answer comes from the cache.
+    assert server.request_count - before == 3
+    assert counters["llm_cache_hits"] == 4
+    assert counters["llm_prompt_tokens"] == 0
+
+
+def check_all_llm(chunks: list[Chunk]) -> None:
+    assert [c.context_source for c in chunks] == ["llm"] * 6
+
+
+def test_add_context_llm_sends_requests_concurrently(server) -> None:
+    chunks = [make_chunk(f"PAUSE part {i}.", i) for i in range(6)]
+    p = BeamTestPipeline()
+    out = p | beam.Create([(DOCUMENT, chunks)]) | AddContext(llm_config(server, llm_concurrency=3))
+    assert_that(out, check_all_llm)
+    p.run()
+    assert 1 < server.max_active <= 3
+
+
+def check_path_output(chunks: list[Chunk]) -> None:
+    assert (
+        sorted(c.context for c in chunks)
+        == ["Gizmos > Setup"] + ["Widget Manual > Installation"] * 4
+    )
+    assert {c.context_source for c in chunks} == {"path"}
+
+
+def test_add_context_path_pipeline() -> None:
+    p = BeamTestPipeline()
+    out = p | beam.Create(pipeline_input()) | AddContext(ContextConfig("path", chunk_size=64))
+    assert_that(out, check_path_output)
+    counters = counters_of(p.run())
+    assert counters["context_headers"] == 5 and counters["header_tokens"] > 0
+
+
+def test_add_context_none_passes_chunks_through() -> None:
+    expected = [c for _, chunks in pipeline_input() for c in chunks]
+    p = BeamTestPipeline()
+    out = p | beam.Create(pipeline_input()) | AddContext(ContextConfig("none"))
+    assert_that(out, equal_to(expected))
+    p.run()
