@@ -1,5 +1,7 @@
 """The fixed sliding window, checked against the textbook worked example."""
 
+import itertools
+
 from transforms.chunking.fixed import FixedChunker, window_token_ranges
 from transforms.chunking.tokens import TiktokenTokenizer
 
@@ -32,7 +34,7 @@ def test_worked_example_without_overlap():
     chunks = FixedChunker(TOK, 512, 0).chunk(DOC)
     assert len(chunks) == 53
     assert sum(c.token_count for c in chunks) == 26_666
-    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(chunks))
 
 
 def test_windows_cover_unicode_text_within_the_limit():

@@ -1,5 +1,7 @@
 """The recursive prose chunker: hard limit, exact offsets, nothing lost, bounded overlap."""
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,7 +35,7 @@ def check_invariants(text, chunks, size, overlap):
         assert TOK.count(text[c.start : c.end]) <= size
         assert c.token_count == TOK.count(text[c.start : c.end])
     assert covered(text, chunks)
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in itertools.pairwise(chunks):
         assert a.start <= b.start and a.end <= b.end
         if b.start < a.end:  # the overlap is a slice of both chunks
             assert TOK.count(text[b.start : a.end]) <= overlap
@@ -52,7 +54,7 @@ def test_prose_chunks_at_paragraph_and_sentence_boundaries():
 def test_overlap_is_bounded_and_starts_at_a_sentence_or_word():
     chunks = RecursiveChunker(TOK, 80, 20).chunk(PROSE)
     check_invariants(PROSE, chunks, 80, 20)
-    overlapping = [b for a, b in zip(chunks, chunks[1:], strict=False) if b.start < a.end]
+    overlapping = [b for a, b in itertools.pairwise(chunks) if b.start < a.end]
     assert overlapping, "neighbours share text"
     for c in overlapping:
         assert PROSE[c.start - 1].isspace() and not PROSE[c.start].isspace()
@@ -86,7 +88,7 @@ def test_segments_tile_the_range():
     doc = TOK.tokenize(PROSE)
     segments = recursive_split(doc, 0, len(PROSE), 50)
     assert segments[0][0] == 0 and segments[-1][1] == len(PROSE)
-    assert all(a[1] == b[0] for a, b in zip(segments, segments[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(segments))
     assert all(doc.count(s, e) <= 50 for s, e in segments)
 
 
@@ -99,7 +101,7 @@ def test_line_cut_never_lands_before_the_period_of_a_token_spanning_blank_line()
 
 @pytest.mark.parametrize(("size", "overlap"), [(8, 8), (7, 0), (64, 32), (64, -1)])
 def test_bad_sizes_are_rejected(size, overlap):
-    with pytest.raises(ValueError, match="chunk_size|chunk_overlap"):
+    with pytest.raises(ValueError, match=r"chunk_size|chunk_overlap"):
         RecursiveChunker(TOK, size, overlap)
 
 

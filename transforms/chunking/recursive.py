@@ -165,6 +165,6 @@ class RecursiveChunker(Chunker):
         ]
 
     def split_range(self, doc: TokenizedText, start: int, end: int) -> list[tuple[int, int]]:
-        """Overlapping chunk ranges of text[start:end]; other strategies use it as their fallback."""
+        """Overlapping chunk ranges of text[start:end] (also the fallback of other strategies)."""
         segments = recursive_split(doc, start, end, self.chunk_size - self.chunk_overlap)
         return with_overlap(doc, segments, self.chunk_overlap)

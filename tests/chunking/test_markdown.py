@@ -1,0 +1,306 @@
+"""MarkdownChunker: section paths, whole blocks, fallbacks, and the shared chunk invariants."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transforms.chunking.base import ChunkSpan
+from transforms.chunking.markdown import MarkdownChunker, front_matter_end, markdown_sections
+from transforms.chunking.recursive import RecursiveChunker
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "markdown"
+
+
+def words(n: int, seed: str = "w") -> str:
+    """`n` distinct short words (about one token each)."""
+    return " ".join(f"{seed}{i}" for i in range(n))
+
+
+def check_invariants(tok, text: str, chunks: list[ChunkSpan], chunk_size: int) -> None:
+    covered = [0] * (len(text) + 1)
+    for c in chunks:
+        assert 0 <= c.start < c.end <= len(text)
+        piece = text[c.start : c.end]
+        assert piece.strip(), "whitespace-only chunk"
+        assert c.token_count == tok.count(piece) <= chunk_size
+        assert c.strategy == "markdown"
+        covered[c.start] += 1
+        covered[c.end] -= 1
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += covered[i]
+        assert depth > 0 or ch.isspace(), f"character {i} ({ch!r}) is in no chunk"
+
+
+def containing(chunks: list[ChunkSpan], start: int, end: int) -> list[ChunkSpan]:
+    return [c for c in chunks if c.start <= start and end <= c.end]
+
+
+# --- section paths ------------------------------------------------------------------------------
+
+
+def test_nested_heading_paths(cl100k) -> None:
+    body = words(30)
+    text = f"# A\n\n{body}\n\n## B\n\n{body}\n\n### C\n\n{body}\n\n## D\n\n{body}\n"
+    chunks = MarkdownChunker(cl100k, 40).chunk(text)
+    check_invariants(cl100k, text, chunks, 40)
+    by_heading = {}
+    for heading in ("# A", "## B", "### C", "## D"):
+        at = text.index(f"{heading}\n")
+        (chunk,) = containing(chunks, at, at + len(heading))
+        assert chunk.start == at, "a heading starts its section's first chunk"
+        by_heading[heading] = chunk.section_path
+    assert by_heading == {
+        "# A": ("A",),
+        "## B": ("A", "B"),
+        "### C": ("A", "B", "C"),
+        "## D": ("A", "D"),
+    }
+
+
+def test_setext_headings_and_plain_heading_text() -> None:
+    text = "Guide\n=====\n\nintro\n\nInstall `pip`\n---\n\n### [Debian](http://x) *12*\n\nx\n"
+    paths = [s.path for s in markdown_sections(text)]
+    assert paths == [("Guide",), ("Guide", "Install pip"), ("Guide", "Install pip", "Debian 12")]
+
+
+def test_text_before_first_heading_has_empty_path(cl100k) -> None:
+    text = "Some preamble.\n\n# Title\n\nBody.\n"
+    chunks = MarkdownChunker(cl100k, 512).chunk(text)
+    assert [c.section_path for c in chunks] == [(), ("Title",)]
+
+
+def test_crlf_offsets_match_markdown_it_lines(cl100k) -> None:
+    text = "# A\r\n\r\npara one\r\n\r\n## B\r\n\r\n```\r\ncode\r\n```\r\n\r\ntail\r"
+    sections = markdown_sections(text)
+    assert [s.path for s in sections] == [("A",), ("A", "B")]
+    fence = sections[1].blocks[1]
+    assert text[fence.start : fence.end] == "```\r\ncode\r\n```"
+    check_invariants(cl100k, text, MarkdownChunker(cl100k, 8).chunk(text), 8)
+
+
+# --- atomic blocks ------------------------------------------------------------------------------
+
+
+def test_fitting_code_fence_is_never_split(cl100k) -> None:
+    # The fence has blank lines inside: the recursive splitter's natural cut is in the middle.
+    fence = "```python\n" + "\n\n".join(f"x{i} = {i}" for i in range(20)) + "\n```"
+    text = f"# Code\n\n{words(40)}\n\n{fence}\n\n{words(10, 'z')}\n"
+    size = cl100k.count(fence) + 5
+    start = text.index(fence)
+    recursive = RecursiveChunker(cl100k, size).chunk(text)
+    assert not containing(recursive, start, start + len(fence)), "the test must cross a boundary"
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    assert containing(chunks, start, start + len(fence))
+
+
+def test_fitting_table_is_never_split(cl100k) -> None:
+    rows = "\n".join(f"| r{i} | {words(3, f'c{i}_')} |" for i in range(12))
+    table = f"| key | value |\n|---|---|\n{rows}"
+    text = f"# T\n\n{words(50)}\n\n{table}\n\n{words(30, 'z')}\n"
+    size = cl100k.count(table) + 5
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    start = text.index(table)
+    assert containing(chunks, start, start + len(table))
+
+
+def test_list_items_stay_whole_when_the_list_does_not_fit(cl100k) -> None:
+    items = [f"- item {i}\n\n  {words(25, f'i{i}_')}\n\n  {words(15, f'j{i}_')}" for i in range(6)]
+    listing = "\n".join(items)
+    text = f"# L\n\n{listing}\n"
+    size = max(cl100k.count(item) for item in items) + 10
+    assert cl100k.count(listing) > size
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    for item in items:
+        start = text.index(item)
+        assert containing(chunks, start, start + len(item)), item[:10]
+
+
+def test_a_whole_list_stays_in_one_chunk_when_it_fits(cl100k) -> None:
+    listing = "\n".join(f"- {words(5, f'i{i}_')}" for i in range(8))
+    text = f"# L\n\n{words(60)}\n\n{listing}\n"
+    size = cl100k.count(listing) + 5
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    start = text.index(listing)
+    assert containing(chunks, start, start + len(listing))
+
+
+@pytest.mark.parametrize("overlap", [0, 10])
+def test_oversized_code_block_is_cut_only_between_lines(cl100k, overlap: int) -> None:
+    # "):\n" is one cl100k token: cuts snapped to token boundaries would fall mid-line here.
+    body = "\n".join(f"def f{i}(x):\n    return g{i}(x, {i})\n" for i in range(60))
+    fence = f"```python\n{body}\n```"
+    text = f"# Big\n\nSome text.\n\n{fence}\n\nAfter.\n"
+    size = 64
+    chunks = MarkdownChunker(cl100k, size, overlap).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    f0, f1 = text.index(fence), text.index(fence) + len(fence)
+    inside = [c for c in chunks if c.start < f1 and c.end > f0]
+    assert len(inside) > 3
+    for c in inside:
+        if f0 < c.start < f1:
+            assert text[c.start - 1] == "\n", repr(text[c.start - 10 : c.start + 10])
+        if f0 < c.end < f1:
+            assert text[c.end] == "\n", repr(text[c.end - 10 : c.end + 10])
+    if overlap:
+        assert any(a.end > b.start for a, b in itertools.pairwise(inside))
+
+
+def test_oversized_paragraph_keeps_its_heading_in_the_first_piece(cl100k) -> None:
+    para = " ".join(f"Sentence {words(8, f's{i}_')}." for i in range(40))
+    text = f"# Intro\n\n## Long one\n\n{para}\n"
+    chunks = MarkdownChunker(cl100k, 50).chunk(text)
+    check_invariants(cl100k, text, chunks, 50)
+    first = next(c for c in chunks if c.section_path == ("Intro", "Long one"))
+    assert text[first.start :].startswith("## Long one\n\nSentence")
+    assert all(c.section_path == ("Intro", "Long one") for c in chunks[1:])
+
+
+def test_a_single_overlong_line_of_code_is_still_cut(cl100k) -> None:
+    fence = "```\n" + "x" * 5000 + "\n```"
+    chunks = MarkdownChunker(cl100k, 32, 4).chunk(fence)
+    check_invariants(cl100k, fence, chunks, 32)
+
+
+# --- merging sections ---------------------------------------------------------------------------
+
+
+def test_small_sibling_sections_are_merged(cl100k) -> None:
+    text = "# A\n\nintro\n\n## B\n\nbee\n\n### C\n\nsee\n\n## D\n\ndee\n"
+    chunks = MarkdownChunker(cl100k, 512).chunk(text)
+    assert [(c.start, c.end, c.section_path) for c in chunks] == [(0, len(text) - 1, ("A",))]
+
+
+def test_merged_path_is_the_common_prefix(cl100k) -> None:
+    b_and_subsections = f"## B\n\n{words(40)}\n\n### C\n\nsee\n\n### E\n\ne"
+    text = f"# A\n\n{words(30, 'a')}\n\n{b_and_subsections}\n\n## D\n\ndee\n"
+    size = cl100k.count(b_and_subsections) + 2
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    # B, C and E share a chunk under their common prefix; D does not fit beside them.
+    assert [c.section_path for c in chunks] == [("A",), ("A", "B"), ("A", "D")]
+    assert text[chunks[1].start : chunks[1].end] == b_and_subsections
+    # With room for D too, the chunk's path shrinks to what B, C, E and D have in common.
+    chunks = MarkdownChunker(cl100k, size + 10).chunk(text)
+    assert [c.section_path for c in chunks] == [("A",), ("A",)]
+    assert text[chunks[1].start : chunks[1].end] == b_and_subsections + "\n\n## D\n\ndee"
+
+
+def test_sections_under_different_top_headings_are_not_merged(cl100k) -> None:
+    text = "# A\n\nx\n\n# B\n\ny\n\n## B1\n\nz\n"
+    chunks = MarkdownChunker(cl100k, 512).chunk(text)
+    assert [c.section_path for c in chunks] == [("A",), ("B",)]
+
+
+def test_no_tiny_chunks_when_sections_fit_together(cl100k) -> None:
+    sections = "\n\n".join(f"## S{i}\n\n{words(5, f's{i}_')}" for i in range(30))
+    text = f"# Doc\n\n{sections}\n"
+    size = 100
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    # Each chunk is full up to less than one section (about 20 tokens) short of the budget.
+    assert all(c.token_count > size - 25 for c in chunks[:-1])
+    assert all(c.section_path == ("Doc",) for c in chunks[1:])
+
+
+# --- unmapped text ------------------------------------------------------------------------------
+
+
+def test_front_matter_and_link_definitions_are_kept(cl100k) -> None:
+    text = "---\ntitle: Hello\ntags: [a]\n---\n\n# Real\n\nSee [x].\n\n[x]: https://example.com\n"
+    assert front_matter_end(text) == text.index("\n\n# Real")
+    sections = markdown_sections(text)
+    assert [s.path for s in sections] == [(), ("Real",)]
+    for size in (8, 512):
+        chunks = MarkdownChunker(cl100k, size).chunk(text)
+        check_invariants(cl100k, text, chunks, size)
+        assert all("title" not in c.section_path for c in chunks)
+
+
+def test_empty_and_whitespace_documents(cl100k) -> None:
+    assert MarkdownChunker(cl100k, 16).chunk("") == []
+    assert MarkdownChunker(cl100k, 16).chunk(" \n\n\t") == []
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+_chars = st.characters(blacklist_categories=("Cs",))
+_word = st.text(_chars, min_size=1, max_size=12) | st.text("abcdefé中🙂", min_size=60, max_size=200)
+_line = st.lists(_word, min_size=1, max_size=12).map(" ".join)
+
+
+@st.composite
+def markdown_documents(draw: st.DrawFn) -> str:
+    passage = draw(_line)  # repeated verbatim below: offsets must not come from str.find
+    block = st.one_of(
+        st.tuples(st.integers(1, 6), _line).map(lambda t: "#" * t[0] + " " + t[1]),
+        st.tuples(_line, st.sampled_from("=-")).map(lambda t: f"{t[0]}\n{t[1] * 3}"),
+        st.lists(_line, min_size=1, max_size=6).map("\n".join),
+        st.lists(_line, max_size=8).map(lambda ls: "```py\n" + "\n".join(ls) + "\n```"),
+        st.lists(_line, max_size=5).map(lambda ls: "\n".join("    " + x for x in ls)),
+        st.lists(_line, min_size=1, max_size=6).map(lambda ls: "\n".join(f"- {x}" for x in ls)),
+        st.lists(_line, min_size=1, max_size=4).map(lambda ls: "\n".join(f"> {x}" for x in ls)),
+        st.lists(_word, min_size=1, max_size=4).map(
+            lambda ws: "| a | b |\n|---|---|\n" + "\n".join(f"| {w} | {w} |" for w in ws)
+        ),
+        st.just(f"[ref]: https://example.com/{len(passage)}"),
+        st.just(passage),
+    )
+    blocks = draw(st.lists(block, min_size=1, max_size=14))
+    if draw(st.booleans()):
+        blocks.insert(0, "---\nkey: value\n---")
+    seps = draw(
+        st.lists(st.sampled_from(["\n\n", "\n", "\r\n\r\n", "\n\n\n", "\n  \n"]), min_size=1)
+    )
+    return "".join(b + seps[i % len(seps)] for i, b in enumerate(blocks))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=markdown_documents(), chunk_size=st.integers(16, 300), data=st.data())
+def test_property_invariants(cl100k, text: str, chunk_size: int, data: st.DataObject) -> None:
+    overlap = data.draw(st.integers(0, chunk_size // 2 - 1) | st.just(0))
+    chunker = MarkdownChunker(cl100k, chunk_size, overlap)
+    chunks = chunker.chunk(text)
+    check_invariants(cl100k, text, chunks, chunk_size)
+    assert chunker.chunk(text) == chunks
+    doc = cl100k.tokenize(text)
+    for span in chunker.split(doc):
+        assert doc.count(span.start, span.end) <= chunk_size
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(_chars, max_size=600), chunk_size=st.integers(16, 300))
+def test_property_arbitrary_text(cl100k, text: str, chunk_size: int) -> None:
+    chunks = MarkdownChunker(cl100k, chunk_size).chunk(text)
+    check_invariants(cl100k, text, chunks, chunk_size)
+
+
+# --- real documents -----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="no samples/markdown")
+@pytest.mark.parametrize("size", [64, 512])
+def test_real_markdown_files(cl100k, size: int) -> None:
+    files = sorted(SAMPLES.glob("*.md"))
+    if not files:
+        pytest.skip("no Markdown samples")
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        chunks = MarkdownChunker(cl100k, size).chunk(text)
+        check_invariants(cl100k, text, chunks, size)
+        # Every fenced code block that fits the budget lies whole in one chunk.
+        for section in markdown_sections(text):
+            for b in section.blocks:
+                fenced = text.startswith(("```", "~~~"), b.start)
+                if fenced and cl100k.count(text[b.start : b.end]) <= size - 2:
+                    assert containing(chunks, b.start, b.end), (path.name, b)
+        first_heading = next(s.blocks[0].start for s in markdown_sections(text) if s.path)
+        assert all(c.section_path for c in chunks if c.start >= first_heading), path.name
