@@ -66,9 +66,12 @@ def _split_parents(item: tuple) -> Any:
     yield doc.text, children
 
 
-def _chunk_event(chunk: Chunk, max_seq_length: int | None) -> tuple:
+def _chunk_events(chunk: Chunk, max_seq_length: int | None) -> Any:
     truncated = bool(max_seq_length and (chunk.model_tokens or 0) > max_seq_length)
-    return accounting.chunk_event(chunk, truncated, chunk.embed_seconds)
+    yield accounting.chunk_event(chunk, truncated, chunk.embed_seconds)
+    llm = accounting.llm_event(chunk)
+    if llm is not None:
+        yield llm
 
 
 def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PCollection]:
@@ -131,7 +134,8 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         chunked.chunked
         | "Document events"
         >> beam.ParDo(_DocEvents(config.pricing_tokenizer, config.chunking.strategies)),
-        final_chunks | "Chunk events" >> beam.Map(_chunk_event, config.embedding.max_seq_length),
+        final_chunks
+        | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length),
         rejects | "Reject events" >> beam.Map(accounting.reject_event),
     ) | "All events" >> beam.Flatten()
     manifest = {

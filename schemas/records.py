@@ -80,6 +80,8 @@ class Chunk:
     context_tokens: int = 0
     model_tokens: int | None = None  # the embedding model's own count of the embedded text
     embed_seconds: float = 0.0  # this chunk's share of its batch's model time (not written)
+    # (prompt tokens, completion tokens, requests, cache hit) of its LLM context line
+    llm_usage: tuple[int, int, int, int] | None = None
 
     def embed_text(self) -> str:
         """What the embedding model reads: the context header, then the chunk."""

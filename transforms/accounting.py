@@ -22,7 +22,7 @@ DOC = "doc"  # ("doc", doc_type, strategy, doc_tokens)
 CHUNK = "chunk"  # ("chunk", doc_type, strategy, text_tokens, embed_tokens, header_tokens,
 #                    is_parent, truncated, embed_seconds, context_source)
 REJECT = "reject"  # ("reject", stage, reason, chunk_level)
-LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits, fallbacks)
+LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits)
 UNCHANGED = "unchanged"  # ("unchanged", doc_type)
 
 
@@ -51,6 +51,12 @@ def chunk_event(chunk: Chunk, truncated: bool = False, embed_seconds: float = 0.
         embed_seconds,
         chunk.context_source,
     )
+
+
+def llm_event(chunk: Chunk) -> tuple | None:
+    if chunk.llm_usage is None:
+        return None
+    return (LLM, *chunk.llm_usage)
 
 
 def reject_event(reject: Reject) -> tuple:
@@ -129,7 +135,7 @@ class CostReportFn(beam.CombineFn):
             acc["chunk_rejects" if event[3] else "doc_rejects"] += 1
         elif kind == LLM:
             for name, value in zip(
-                ("prompt_tokens", "completion_tokens", "requests", "cache_hits", "fallbacks"),
+                ("prompt_tokens", "completion_tokens", "requests", "cache_hits"),
                 event[1:],
                 strict=True,
             ):
@@ -177,6 +183,7 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
     total = _finish_group(totals, pricing)
     documents_chunked = int(totals["documents"])
     llm = dict(acc["llm"])
+    llm["fallbacks"] = acc["context_sources"].get("path_fallback", 0)
     llm["cost_usd"] = (
         llm["prompt_tokens"] * pricing.llm_price_in
         + llm["completion_tokens"] * pricing.llm_price_out

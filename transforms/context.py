@@ -608,6 +608,15 @@ class _LLMContextFn(beam.DoFn):
                 counters.llm_cache_hits.inc()
             if outcome.cache_write_failed:
                 counters.llm_cache_write_errors.inc()
+            # The usage travels with the chunk, so the cost report (a combine, correct on every
+            # runner) can price it; the counters above are for monitoring.
+            usage = (
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                outcome.requests,
+                int(outcome.cache_hit),
+            )
+            chunk = dataclasses.replace(chunk, llm_usage=usage)
             if outcome.context is None:
                 counters.llm_failures_fallback.inc()
                 _LOG.warning("LLM context failed for chunk %s: %s", chunk.chunk_id, outcome.error)

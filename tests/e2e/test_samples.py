@@ -1,0 +1,131 @@
+"""The whole job on samples/ with the real model, read back with pyarrow."""
+
+import os
+
+import numpy as np
+import pytest
+
+from pipelines.chunk_corpus import run
+from tests.tables import manifest, read_table, report, rows
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = os.path.join(ROOT, "samples", "*", "*")
+CHUNK_SIZE = 192
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("demo"))
+    run(["--input", SAMPLES, "--output", out, "--runner=DirectRunner"])
+    return out
+
+
+def test_every_chunk_is_embedded_whole_and_within_the_limit(demo):
+    chunks = rows(demo, "chunks")
+    assert len(chunks) > 300
+    for c in chunks:
+        vec = np.asarray(c["embedding"], dtype=np.float32)
+        assert vec.shape == (384,)
+        assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-3
+        assert c["embedding_model"] == "default"
+        assert c["token_count"] <= CHUNK_SIZE
+        assert c["embed_tokens"] <= CHUNK_SIZE  # the header is inside the budget
+        assert c["model_tokens"] <= 256  # the model reads every chunk whole
+    assert read_table(demo, "chunks").schema.field("embedding").type.list_size == 384
+    assert report(demo)["chunks_truncated"] == 0
+
+
+def test_offsets_point_into_the_documents_table(demo):
+    docs = {d["doc_id"]: d for d in rows(demo, "documents")}
+    chunks = rows(demo, "chunks")
+    for c in chunks:
+        doc = docs[c["doc_id"]]
+        assert doc["text"][c["start_char"] : c["end_char"]] == c["text"]
+        assert c["content_hash"] == doc["content_hash"]
+    # every document's non-whitespace text is in some chunk
+    by_doc: dict[str, list] = {}
+    for c in chunks:
+        by_doc.setdefault(c["doc_id"], []).append((c["start_char"], c["end_char"]))
+    for doc_id, doc in docs.items():
+        covered = np.zeros(len(doc["text"]), dtype=bool)
+        for s, e in by_doc[doc_id]:
+            covered[s:e] = True
+        missing = [ch for ch, ok in zip(doc["text"], covered, strict=True) if not ok]
+        assert "".join(missing).strip() == "", doc["source"]
+
+
+def test_bad_inputs_are_rejected_with_reasons(demo):
+    rejects = {
+        os.path.relpath(r["source"], os.path.join(ROOT, "samples")): r
+        for r in rows(demo, "rejects")
+    }
+    expected = {
+        "bad/image.txt": ("extract", "binary"),
+        "bad/latin1.md": ("extract", "invalid_utf8"),
+        "bad/empty.txt": ("extract", "empty"),
+        "bad/blank.md": ("extract", "empty"),
+        "jsonl/records.jsonl#L5": ("read", "invalid_json"),
+        "jsonl/records.jsonl#L9": ("extract", "empty"),
+        "jsonl/records.jsonl#L13": ("read", "missing_text"),
+    }
+    for source, (stage, reason) in expected.items():
+        assert (rejects[source]["stage"], rejects[source]["reason"]) == (stage, reason)
+        assert rejects[source]["error"]
+    assert len(rejects) == len(expected)
+
+
+def test_documents_in_equal_chunked_plus_rejected(demo):
+    r = report(demo)
+    docs = rows(demo, "documents")
+    rejects = rows(demo, "rejects")
+    assert r["documents_in"] == r["documents_chunked"] + r["documents_rejected"]
+    assert r["documents_chunked"] == len(docs)
+    assert r["documents_rejected"] == len(rejects)
+    assert r["balanced"] is True
+    assert r["chunks"] == len(rows(demo, "chunks"))
+    assert r["embedded_tokens"] == sum(c["embed_tokens"] for c in rows(demo, "chunks"))
+    assert r["cost_usd"] == pytest.approx(r["embedded_tokens"] * 0.02 / 1e6)
+    assert set(r["by_doc_type"]) == {"code", "html", "markdown", "text"}
+
+
+def test_each_type_gets_its_strategy_and_sections(demo):
+    chunks = rows(demo, "chunks")
+    strategies = {(c["doc_type"], c["strategy"]) for c in chunks}
+    assert {("code", "code"), ("markdown", "markdown"), ("html", "markdown")} <= strategies
+    assert ("text", "recursive") in strategies
+    vacuum = [c for c in chunks if c["source"].endswith("sql-vacuum.html")]
+    assert any("Parameters" in c["section_path"] for c in vacuum)
+    assert all(c["context"] for c in chunks)  # --context=path by default
+
+
+def test_manifest_is_written_last_and_complete(demo):
+    m = manifest(demo)
+    assert m["counts"]["chunks"] == report(demo)["chunks"]
+    assert len(m["config_fingerprint"]) == 16
+    last = os.path.getmtime(os.path.join(demo, "run_manifest.json"))
+    for name in ("cost_report.json", "cost_report.md"):
+        assert os.path.getmtime(os.path.join(demo, name)) <= last
+    for table in ("chunks", "documents", "rejects"):
+        for f in os.listdir(os.path.join(demo, table)):
+            assert os.path.getmtime(os.path.join(demo, table, f)) <= last
+
+
+def test_estimate_agrees_with_the_real_run(demo, tmp_path):
+    est = str(tmp_path / "estimate")
+    run(["--input", SAMPLES, "--output", est, "--estimate"])
+    real, projected = report(demo), report(est)
+    assert projected["mode"] == "estimate"
+    for key in (
+        "documents_in",
+        "documents_chunked",
+        "documents_rejected",
+        "chunks",
+        "document_tokens",
+        "embedded_tokens",
+        "header_tokens",
+        "cost_usd",
+    ):
+        assert projected[key] == real[key], key
+    assert not os.path.exists(os.path.join(est, "chunks"))

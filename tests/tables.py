@@ -1,0 +1,28 @@
+"""Reading a run's output back, for the tests."""
+
+import glob
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def read_table(output: str, name: str) -> pa.Table:
+    files = sorted(glob.glob(os.path.join(output, name, "*.parquet")))
+    assert files, f"no {name} shards in {output}"
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
+def rows(output: str, name: str) -> list[dict]:
+    return read_table(output, name).to_pylist()
+
+
+def report(output: str) -> dict:
+    with open(os.path.join(output, "cost_report.json")) as f:
+        return json.load(f)
+
+
+def manifest(output: str) -> dict:
+    with open(os.path.join(output, "run_manifest.json")) as f:
+        return json.load(f)

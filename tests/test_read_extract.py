@@ -1,0 +1,152 @@
+"""Reading, type detection and extraction: pure cores and their Beam wrappers."""
+
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from schemas.records import RawDocument, Reject
+from transforms.detect import detect, is_binary, sniff
+from transforms.extract import ExtractError, ExtractText, decode, extract_document
+from transforms.html import html_to_markdown
+from transforms.read import ReadDocuments, document_id, in_sample, parse_jsonl_line, record_id
+
+
+@pytest.mark.parametrize(
+    ("source", "head", "expected"),
+    [
+        ("a/b.html", "", ("html", None)),
+        ("a/b.md", "", ("markdown", None)),
+        ("a/b.py", "", ("code", "python")),
+        ("a/b.tsx", "", ("code", "tsx")),
+        ("a/b.h", "", ("code", "c")),
+        ("a/b.rst", "", ("text", None)),
+        ("a/Makefile", "all:\n\tcc x.c\n", ("text", None)),
+        ("a/run", "#!/usr/bin/env python3\nprint(1)\n", ("code", "python")),
+        ("a/run", "#!/bin/bash\necho hi\n", ("code", "bash")),
+        ("a/page", "<!DOCTYPE html><html><body>x</body></html>", ("html", None)),
+        ("a/notes", "# Title\n\nSome text\n\n```\ncode\n```\n", ("markdown", None)),
+        ("x.jsonl#L3", "plain words", ("text", None)),
+    ],
+)
+def test_detect(source, head, expected):
+    d = detect(source, head)
+    assert (d.doc_type, d.language) == expected
+
+
+def test_binary_sniffing():
+    assert is_binary(b"abc\x00def")
+    assert not is_binary("ünïcödé text\n".encode())
+    assert sniff("just some words").doc_type == "text"
+
+
+def test_jsonl_lines():
+    good = parse_jsonl_line("f.jsonl", 1, json.dumps({"id": 7, "text": "hi", "title": "T"}))
+    assert isinstance(good, RawDocument) and good.text == "hi" and good.title == "T"
+    assert good.doc_id == record_id("other.jsonl", 99, {"id": 7})  # the record id decides
+    assert parse_jsonl_line("f.jsonl", 2, "{bad").reason == "invalid_json"
+    assert parse_jsonl_line("f.jsonl", 3, "[1, 2]").reason == "record_not_object"
+    assert parse_jsonl_line("f.jsonl", 4, '{"id": 1}').reason == "missing_text"
+    assert parse_jsonl_line("f.jsonl", 5, '{"text": 3}').reason == "text_not_string"
+    no_id = parse_jsonl_line("f.jsonl", 6, '{"text": "x"}')
+    assert no_id.doc_id == record_id("f.jsonl", 6, {}) != record_id("f.jsonl", 7, {})
+
+
+def test_sample_is_deterministic():
+    paths = [f"/corpus/{i}.txt" for i in range(2000)]
+    picked = [p for p in paths if in_sample(p, 0.25)]
+    assert picked == [p for p in paths if in_sample(p, 0.25)]
+    assert 400 < len(picked) < 600
+
+
+def test_decode_errors_name_the_reason():
+    with pytest.raises(ExtractError) as e:
+        decode(RawDocument("x.md", "id", "café".encode("latin-1")))
+    assert e.value.reason == "invalid_utf8" and "byte 3" in str(e.value)
+    with pytest.raises(ExtractError) as e:
+        decode(RawDocument("x.txt", "id", b"\x00\x01\x02binary"))
+    assert e.value.reason == "binary"
+    assert decode(RawDocument("x.txt", "id", b"\xef\xbb\xbfa\r\nb\r")) == "a\nb\n"
+
+
+def test_extract_markdown_title_and_code_language():
+    md = extract_document(RawDocument("d/x.md", "id", b"Intro\n\n# The Title\n\ntext"), None)
+    assert md.title == "The Title" and md.doc_type == "markdown"
+    code = extract_document(RawDocument("d/x.go", "id", b"package main\n"), None)
+    assert (code.doc_type, code.language, code.title) == ("code", "go", "x.go")
+    with pytest.raises(ExtractError, match="no text"):
+        extract_document(RawDocument("d/x.txt", "id", b" \n\t "), None)
+
+
+def test_extract_html_keeps_headings_and_drops_navigation():
+    html = (
+        "<html><head><title>Guide</title></head><body><nav><a href='/'>Home</a> "
+        "<a href='/x'>Prev</a></nav><main><h1>Guide</h1>"
+        + "<h2>Install</h2><p>"
+        + "Run the installer and follow the prompts carefully. " * 8
+        + "</p><h2>Use</h2><p>"
+        + "Open the tool and choose a corpus to chunk today. " * 8
+        + "</p></main><footer>© Someone</footer></body></html>"
+    )
+    doc = extract_document(RawDocument("d/x.html", "id", html.encode()), html_to_markdown)
+    assert "## Install" in doc.text and "## Use" in doc.text
+    assert "Prev" not in doc.text and "© Someone" not in doc.text
+    assert doc.title == "Guide"
+
+
+def _write(folder, name, data: bytes):
+    path = folder / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_read_and_extract_transforms(tmp_path):
+    a = _write(tmp_path, "a.md", b"# A\n\nalpha text\n")
+    b = _write(tmp_path, "b.txt", b"\xff\xfe broken")
+    c = _write(tmp_path, "c.jsonl", b'{"id": "r1", "text": "record one"}\n{oops\n')
+    big = _write(tmp_path, "big.txt", b"x" * 5000)
+    with TestPipeline() as p:
+        read = p | ReadDocuments([str(tmp_path / "*"), a], max_file_bytes=4000)
+        extracted = read.documents | ExtractText(timeout_s=5)
+        assert_that(
+            extracted.documents | beam.Map(lambda d: (d.source, d.doc_type, d.text.strip())),
+            equal_to([(a, "markdown", "# A\n\nalpha text"), (f"{c}#L1", "text", "record one")]),
+            label="documents",
+        )
+        rejects = (read.rejects, extracted.rejects) | beam.Flatten()
+        assert_that(
+            rejects | beam.Map(lambda r: (r.source, r.stage, r.reason)),
+            equal_to(
+                [
+                    (b, "extract", "invalid_utf8"),
+                    (f"{c}#L2", "read", "invalid_json"),
+                    (big, "read", "too_large"),
+                ]
+            ),
+            label="rejects",
+        )
+        assert_that(
+            read.documents | beam.Map(lambda d: d.doc_id),
+            equal_to([document_id(a), document_id(b), record_id(c, 1, {"id": "r1"})]),
+            label="ids",
+        )
+
+
+def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):
+    # A page large enough that extraction cannot finish in 1 ms: the child is killed.
+    page = "<html><body>" + "<div><p>para graph text here</p></div>" * 40000 + "</body></html>"
+    path = _write(tmp_path, "slow.html", page.encode())
+    with TestPipeline() as p:
+        read = p | ReadDocuments([path])
+        extracted = read.documents | ExtractText(timeout_s=0.001)
+        assert_that(
+            extracted.rejects | beam.Map(lambda r: (r.source, r.reason)),
+            equal_to([(path, "extract_timeout")]),
+        )
+
+
+def test_reject_record_fields():
+    r = Reject("s", "extract", "binary", "NUL bytes", "doc")
+    assert (r.chunk_id, r.doc_id) == (None, "doc")
