@@ -31,6 +31,13 @@ from transforms.chunking.tokens import make_tokenizer
 from transforms.context import AddContext
 from transforms.embed import EmbedChunks, SentenceTransformerHandler
 from transforms.extract import ExtractText
+from transforms.incremental import (
+    PreviousRun,
+    ReuseChunks,
+    SplitUnchanged,
+    load_previous_run,
+    unchanged_event,
+)
 from transforms.read import ReadDocuments, check_patterns
 from transforms.write import TABLES, WriteShards
 
@@ -74,6 +81,22 @@ def _chunk_events(chunk: Chunk, max_seq_length: int | None) -> Any:
         yield llm
 
 
+def previous_run(config: JobConfig) -> PreviousRun | None:
+    """The run to reuse chunks from, or None when there is none or its config differs."""
+    if not config.previous_output or config.estimate:
+        return None
+    previous = load_previous_run(config.previous_output)
+    if previous.fingerprint != config.fingerprint:
+        logging.warning(
+            "--previous_output %s was made with config %s, this run is %s: rebuilding everything",
+            previous.output,
+            previous.fingerprint,
+            config.fingerprint,
+        )
+        return None
+    return previous
+
+
 def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PCollection]:
     """Wire every stage; returns the main PCollections (for tests and callers)."""
     read = p | "Read documents" >> ReadDocuments(
@@ -83,6 +106,10 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
     documents = extracted.documents
     if config.boilerplate.enabled:
         documents = documents | "Remove boilerplate" >> RemoveBoilerplate(config.boilerplate)
+    previous = previous_run(config)
+    if previous is not None:
+        routed = documents | "Find unchanged documents" >> SplitUnchanged(previous)
+        documents = routed.changed
     chunked = documents | "Chunk documents" >> ChunkDocuments(config.chunking)
 
     split = chunked.chunked | "Set parents aside" >> beam.FlatMap(_split_parents).with_outputs(
@@ -119,12 +146,20 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         final_chunks = counted
     rejects = tuple(reject_parts) | "All rejects" >> beam.Flatten()
     out_documents = chunked.chunked | "Chunked documents" >> beam.Map(lambda item: item[0])
+    tables = {"chunks": final_chunks, "rejects": rejects}
+    extra_events = []
+    if previous is not None:
+        reused = routed.unchanged | "Reuse chunks" >> ReuseChunks(previous)
+        tables["reused_chunk_rows"] = reused
+        out_documents = (out_documents, routed.unchanged) | "All documents" >> beam.Flatten()
+        extra_events = [
+            routed.unchanged | "Unchanged events" >> beam.Map(unchanged_event),
+            reused | "Reused events" >> beam.Map(lambda _: (accounting.REUSED,)),
+            routed.removed | "Removed events" >> beam.Map(lambda _: (accounting.REMOVED,)),
+        ]
+    tables["documents"] = out_documents
 
-    written = {
-        "chunks": final_chunks,
-        "documents": out_documents,
-        "rejects": rejects,
-    } | "Write tables" >> WriteShards(
+    written = tables | "Write tables" >> WriteShards(
         config.output, config.embedding.dimension, write_chunks=not config.estimate
     )
 
@@ -137,6 +172,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         final_chunks
         | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length),
         rejects | "Reject events" >> beam.Map(accounting.reject_event),
+        *extra_events,
     ) | "All events" >> beam.Flatten()
     manifest = {
         "config": config.settings,
@@ -145,6 +181,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         "output": config.output,
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
         "mode": "estimate" if config.estimate else "run",
+        "previous_output": previous.output if previous is not None else None,
     }
     manifest_path = (events, written) | "Account" >> Account(
         config.output, config.pricing, manifest["mode"], manifest

@@ -40,6 +40,13 @@ class ChunkCorpusOptions(PipelineOptions):
             help="Replace the tables of an earlier run in --output (default: refuse).",
         )
         g.add_argument(
+            "--previous_output",
+            default=None,
+            help="Output of an earlier complete run: documents whose text is unchanged keep "
+            "their chunks and embeddings from it (incremental rebuild). Ignored, with a "
+            "warning, when its config fingerprint differs.",
+        )
+        g.add_argument(
             "--chunk_size",
             type=int,
             default=192,
@@ -218,6 +225,7 @@ class JobConfig:
     estimate_sample: float = 1.0
     pricing_tokenizer: str = "cl100k_base"
     overwrite: bool = False
+    previous_output: str | None = None
     settings: dict = field(default_factory=dict)  # the flags, for the manifest
 
     @property
@@ -251,6 +259,8 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     for name in ("price_per_million_tokens", "llm_price_in", "llm_price_out"):
         if getattr(o, name) < 0:
             raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
+    if o.previous_output and o.output and _absolute(o.previous_output) == _absolute(o.output):
+        raise ValueError("--previous_output must differ from --output (the run replaces it)")
     if o.max_file_bytes <= 0:
         raise ValueError(f"--max_file_bytes must be positive, got {o.max_file_bytes}")
 
@@ -344,5 +354,6 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         estimate_sample=o.estimate_sample,
         pricing_tokenizer=o.pricing_tokenizer,
         overwrite=o.overwrite,
+        previous_output=_absolute(o.previous_output) if o.previous_output else None,
         settings={**settings, "config_fingerprint": fingerprint},
     )

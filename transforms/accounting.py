@@ -23,7 +23,9 @@ CHUNK = "chunk"  # ("chunk", doc_type, strategy, text_tokens, embed_tokens, head
 #                    is_parent, truncated, embed_seconds, context_source)
 REJECT = "reject"  # ("reject", stage, reason, chunk_level)
 LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits)
-UNCHANGED = "unchanged"  # ("unchanged", doc_type)
+UNCHANGED = "unchanged"  # ("unchanged", doc_type): chunks reused from --previous_output
+REUSED = "reused"  # ("reused",) one chunk row copied from --previous_output
+REMOVED = "removed"  # ("removed",) a document of the previous run no longer in the input
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class CostReportFn(beam.CombineFn):
         return {
             "documents_in": 0,
             "documents_unchanged": 0,
+            "documents_removed": 0,
+            "chunks_reused": 0,
             "rejects": {},
             "chunk_rejects": 0,
             "doc_rejects": 0,
@@ -105,6 +109,10 @@ class CostReportFn(beam.CombineFn):
             acc["documents_in"] += 1
         elif kind == UNCHANGED:
             acc["documents_unchanged"] += 1
+        elif kind == REUSED:
+            acc["chunks_reused"] += 1
+        elif kind == REMOVED:
+            acc["documents_removed"] += 1
         elif kind == DOC:
             for g in (
                 acc["by_doc_type"].setdefault(event[1], _group()),
@@ -148,7 +156,14 @@ class CostReportFn(beam.CombineFn):
         accs = list(accs)
         out = accs[0]
         for acc in accs[1:]:
-            for key in ("documents_in", "documents_unchanged", "chunk_rejects", "doc_rejects"):
+            for key in (
+                "documents_in",
+                "documents_unchanged",
+                "documents_removed",
+                "chunks_reused",
+                "chunk_rejects",
+                "doc_rejects",
+            ):
                 out[key] += acc[key]
             for key in ("rejects", "context_sources", "llm"):
                 for k, v in acc[key].items():
@@ -194,8 +209,10 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "documents_chunked": documents_chunked,
         "documents_unchanged": acc["documents_unchanged"],
         "documents_rejected": acc["doc_rejects"],
+        "documents_removed": acc["documents_removed"],
         "chunks": int(totals["chunks"]),
         "parent_chunks": int(totals["parent_chunks"]),
+        "chunks_reused": acc["chunks_reused"],
         "chunks_rejected": acc["chunk_rejects"],
         "document_tokens": int(totals["document_tokens"]),
         "text_tokens": int(totals["text_tokens"]),
@@ -245,7 +262,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         f"- documents in: {report['documents_in']} = chunked {report['documents_chunked']}"
         f" + rejected {report['documents_rejected']} + unchanged {report['documents_unchanged']}",
-        f"- chunks: {report['chunks']} (parents {report['parent_chunks']}, "
+        f"- chunks: {report['chunks']} new, {report['chunks_reused']} reused from the previous "
+        f"run (parents {report['parent_chunks']}, "
         f"rejected {report['chunks_rejected']}, truncated by the model "
         f"{report['chunks_truncated']})",
         f"- document tokens: {report['document_tokens']:,}; embedded tokens: "

@@ -55,9 +55,11 @@ class WriteShards(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         written = []
         if self.write_chunks:
+            rows = tables["chunks"] | "Chunk rows" >> beam.Map(chunk_row)
+            if "reused_chunk_rows" in tables:  # incremental: rows copied from the last run
+                rows = (rows, tables["reused_chunk_rows"]) | "New and reused" >> beam.Flatten()
             written.append(
-                tables["chunks"]
-                | "Chunk rows" >> beam.Map(chunk_row)
+                rows
                 | "Chunks table"
                 >> WriteTable(self.output, "chunks", chunk_schema(self.embedding_dim))
             )

@@ -304,3 +304,19 @@ def test_real_markdown_files(cl100k, size: int) -> None:
                     assert containing(chunks, b.start, b.end), (path.name, b)
         first_heading = next(s.blocks[0].start for s in markdown_sections(text) if s.path)
         assert all(c.section_path for c in chunks if c.start >= first_heading), path.name
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        # A heading that fits only without its trailing blank line, before an oversized paragraph.
+        ("# 0 0𐀀𐀀𐀀 " + "aé🙂" * 20 + "\n\n" + "0:0\x810𐀀0 " + "baé🙂" * 15 + "\n\n", 62),
+        # An indented continuation line: keeping indentation must not revive a blank span.
+        ("- 0 0 0 0 0 0 0\n\n    0\n\n", 16),
+    ],
+)
+def test_found_by_hypothesis(cl100k, text: str, size: int) -> None:
+    chunker = MarkdownChunker(cl100k, size)
+    check_invariants(cl100k, text, chunker.chunk(text), size)
+    doc = cl100k.tokenize(text)
+    assert all(doc.count(s.start, s.end) <= size for s in chunker.split(doc))

@@ -1,0 +1,68 @@
+"""Nightly rebuilds: unchanged documents keep their chunks, changed ones are re-chunked."""
+
+import shutil
+
+import pytest
+
+from pipelines.chunk_corpus import run
+from tests.tables import manifest, report, rows
+
+
+@pytest.mark.slow
+def test_incremental_rebuild_reuses_unchanged_documents(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Alpha\n\nThe first document. " * 20)
+    (corpus / "b.txt").write_text("Second document, plain prose. " * 30)
+    (corpus / "c.py").write_text("def f(x):\n    return x + 1\n")
+    flags = ["--input", str(corpus / "*"), "--embedding_model=none", "--boilerplate=off"]
+    night1 = str(tmp_path / "night1")
+    run([*flags, "--output", night1])
+    first = {r["chunk_id"]: r for r in rows(night1, "chunks")}
+
+    (corpus / "b.txt").write_text("Second document, now edited. " * 30)
+    (corpus / "c.py").unlink()
+    (corpus / "d.txt").write_text("A new document arrives. " * 10)
+    night2 = str(tmp_path / "night2")
+    run([*flags, "--output", night2, "--previous_output", night1])
+
+    r = report(night2)
+    assert r["documents_in"] == 3
+    assert r["documents_unchanged"] == 1  # a.md
+    assert r["documents_chunked"] == 2  # b.txt (edited) and d.txt (new)
+    assert r["documents_removed"] == 1  # c.py
+    assert r["balanced"]
+    second = {c["chunk_id"]: c for c in rows(night2, "chunks")}
+    reused = [c for c in second.values() if c["source"].endswith("a.md")]
+    assert reused and all(first[c["chunk_id"]] == c for c in reused)
+    assert r["chunks_reused"] == len(reused)
+    assert r["chunks"] + r["chunks_reused"] == len(second)
+    assert {d["source"].rsplit("/", 1)[1] for d in rows(night2, "documents")} == {
+        "a.md",
+        "b.txt",
+        "d.txt",
+    }
+    assert manifest(night2)["previous_output"] == night1
+
+    # a different config rebuilds everything, reusing nothing
+    night3 = str(tmp_path / "night3")
+    run([*flags, "--output", night3, "--previous_output", night1, "--chunk_size=100"])
+    assert report(night3)["documents_unchanged"] == 0
+    assert report(night3)["documents_chunked"] == 3
+
+
+def test_previous_output_must_be_a_complete_run(tmp_path):
+    (tmp_path / "in.txt").write_text("text")
+    with pytest.raises(ValueError, match="run_manifest.json"):
+        run(
+            [
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--output",
+                str(tmp_path / "o"),
+                "--previous_output",
+                str(tmp_path),
+                "--embedding_model=none",
+            ]
+        )
+    shutil.rmtree(tmp_path / "o", ignore_errors=True)

@@ -1,0 +1,380 @@
+"""Markdown chunker: heading sections of whole markdown-it blocks, packed to a token budget.
+
+Block structure comes from markdown-it-py's token stream (each top-level token's `.map` line
+range), never from regexes over the text. Blocks that fit the budget are never cut; a block too
+large falls back to line packing (code, tables, HTML) or to the recursive prose splitter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from transforms.chunking.base import Chunker, ChunkSpan, trim
+from transforms.chunking.recursive import LINE, PARAGRAPH, recursive_split, with_overlap
+from transforms.chunking.tokens import TokenizedText
+
+# markdown-it normalizes \r\n and lone \r to \n before it numbers lines, so `.map` counts these.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FRONT_MATTER_OPEN = re.compile(r"---[ \t]*(?:\r\n|\r|\n)")
+_FRONT_MATTER_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+
+# How a block too large for the budget is cut.
+LINES = "lines"  # code, tables, raw HTML: only between lines (a single over-long line is cut)
+PROSE = "prose"  # everything else: the recursive splitter (blank line > line > sentence > ...)
+
+_LINE_BLOCKS = frozenset({"fence", "code_block", "table_open", "html_block"})
+_LIST_BLOCKS = frozenset({"bullet_list_open", "ordered_list_open"})
+
+
+@dataclass(frozen=True)
+class Block:
+    """One top-level block as character offsets; `parts` are its list items (lists only)."""
+
+    start: int
+    end: int
+    fallback: str = PROSE
+    heading: bool = False
+    parts: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass
+class Section:
+    """A heading (its first block) and the blocks up to the next heading."""
+
+    path: tuple[str, ...]
+    blocks: list[Block] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=1)
+def _parser():  # -> markdown_it.MarkdownIt, imported lazily
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError as e:  # pragma: no cover - install problem
+        raise ImportError("Markdown chunking needs `pip install markdown-it-py`") from e
+    # Only block structure is needed: inline parsing is two thirds of markdown-it's time, so it
+    # is switched off and run on heading text alone (`_heading_text`).
+    return MarkdownIt("commonmark").enable("table").disable("inline")
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets where each line starts, numbered as markdown-it numbers them."""
+    return [0, *(m.end() for m in _LINE_BREAK.finditer(text))]
+
+
+def front_matter_end(text: str) -> int:
+    """End offset of a leading YAML front matter block (`---` ... `---`), or 0 if none."""
+    opening = _FRONT_MATTER_OPEN.match(text)
+    if not opening:
+        return 0
+    closing = _FRONT_MATTER_CLOSE.search(text, opening.end())
+    return closing.end() if closing else 0
+
+
+def _heading_text(source: str, env: dict) -> str:
+    """A heading as plain text: link targets and emphasis markers are not part of a path."""
+    md = _parser()
+    parts = []
+    for child in md.inline.parse(source, md, env, []):
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    plain = " ".join("".join(parts).split())
+    return plain or " ".join(source.split())
+
+
+def markdown_sections(text: str) -> list[Section]:
+    """Split `text` into heading sections of top-level blocks that together cover all its text.
+
+    Every non-whitespace character lies in some block: text markdown-it does not map (link
+    reference definitions, front matter) becomes a block of its own.
+    """
+    starts = line_starts(text)
+
+    def offset(line: int) -> int:
+        return starts[line] if line < len(starts) else len(text)
+
+    # CommonMark reads front matter as a rule and a setext heading; hide it from the parser
+    # (same number of lines, so `.map` still matches) and keep it as an unmapped block.
+    fm_end = front_matter_end(text)
+    source = text
+    if fm_end:
+        source = "\n" * len(_LINE_BREAK.findall(text, 0, fm_end)) + text[fm_end:]
+    env: dict = {}  # link reference definitions, for headings that use them
+    tokens = _parser().parse(source, env)
+
+    sections = [Section(())]
+    stack: list[tuple[int, str]] = []  # (heading level, heading text) of the enclosing headings
+    pos = 0
+
+    def add_gap(end: int) -> None:
+        gs, ge = trim(text, pos, end)
+        if gs < ge:
+            sections[-1].blocks.append(Block(gs, ge))
+
+    for i, tok in enumerate(tokens):
+        if tok.map is None:
+            continue
+        if tok.level == 1 and tok.type == "list_item_open" and sections[-1].blocks:
+            last = sections[-1].blocks[-1]
+            if last.parts or last.fallback == "list":
+                item = max(offset(tok.map[0]), last.start)
+                sections[-1].blocks[-1] = Block(
+                    last.start, last.end, "list", parts=(*last.parts, item)
+                )
+            continue
+        if tok.level != 0 or tok.nesting < 0:
+            continue
+        start, end = max(offset(tok.map[0]), pos), offset(tok.map[1])
+        if end <= start:
+            continue
+        add_gap(start)
+        pos = end
+        while end > start and text[end - 1].isspace():  # trailing blank lines are not the block
+            end -= 1
+        if end <= start:
+            continue
+        if tok.type == "heading_open":
+            level = int(tok.tag[1:])
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, _heading_text(tokens[i + 1].content, env)))
+            sections.append(Section(tuple(t for _, t in stack)))
+            sections[-1].blocks.append(Block(start, end, heading=True))
+        elif tok.type in _LIST_BLOCKS:
+            sections[-1].blocks.append(Block(start, end, "list"))
+        else:
+            kind = LINES if tok.type in _LINE_BLOCKS else PROSE
+            sections[-1].blocks.append(Block(start, end, kind))
+    add_gap(len(text))
+    return [_with_item_ranges(text, s) for s in sections if s.blocks]
+
+
+def _with_item_ranges(text: str, section: Section) -> Section:
+    """Turn each list's item start offsets into (start, end) ranges tiling the list."""
+    blocks = []
+    for b in section.blocks:
+        if b.fallback != "list":
+            blocks.append(b)
+            continue
+        item_starts = sorted(set(b.parts) | {b.start})
+        ranges = []
+        for s, nxt in zip(item_starts, [*item_starts[1:], b.end], strict=True):
+            s, e = s, nxt
+            while e > s and text[e - 1].isspace():
+                e -= 1
+            if e > s:
+                ranges.append((s, e))
+        blocks.append(Block(b.start, b.end, PROSE, parts=tuple(ranges)))
+    return Section(section.path, blocks)
+
+
+def split_within(
+    doc: TokenizedText, start: int, end: int, limit: int, level: int = PARAGRAPH
+) -> list[tuple[int, int]]:
+    """`recursive_split`, with any piece it leaves over `limit` cut again into token windows.
+
+    recursive_split's token windows step by `limit` from the first token, so after a window is
+    pulled back off a multi-token character the last window can end up a token or two over.
+    """
+    out: list[tuple[int, int]] = []
+    for s, e in recursive_split(doc, start, end, limit, level):
+        if doc.count(s, e) <= limit:
+            out.append((s, e))
+            continue
+        while doc.count(s, e) > limit:
+            cut = doc.boundary_at_token(doc.tokens_before(s) + limit)
+            if doc.count(s, cut) > limit:
+                cut = doc.floor(cut - 1)
+            if cut <= s:  # one character of more than `limit` tokens: nothing smaller exists
+                cut = doc.ceil(s + 1)
+            out.append((s, cut))
+            s = cut
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+class MarkdownChunker(Chunker):
+    """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
+
+    Choices:
+    - Structural chunks have no overlap: they end where a block ends, so nothing is cut that
+      overlap would have to repair. Only pieces of a block too large for the budget overlap,
+      by up to `chunk_overlap` tokens, inside that block (code and tables by whole lines).
+    - A section that fits whole into the chunk before it is merged into it, but only when the
+      two share at least their top heading; the merged chunk's `section_path` is the common
+      prefix of the merged sections' paths (siblings ## B and ## D under # A give ("A",)).
+      Sections under different top-level headings, and the text before the first heading,
+      are never merged, so a path is never emptied by a merge.
+    - The heading starts its section's first chunk. When the first block is too large, the
+      heading shares the first piece; when the first block fits alone but not after the
+      heading, the heading is a chunk of its own rather than the block being cut.
+    """
+
+    strategy = "markdown"
+
+    def split(self, doc: TokenizedText, language: str | None = None) -> list[ChunkSpan]:
+        text = doc.text
+        if not text.strip():
+            return []
+        sections = markdown_sections(text)
+        lines = line_starts(text)
+        out: list[ChunkSpan] = []
+        # The chunk being filled: [start, end) under `path`; `bare_heading` while it holds only
+        # a heading, which then joins the first piece of an oversized block.
+        start = end = -1
+        path: tuple[str, ...] = ()
+        bare_heading = False
+
+        def close() -> None:
+            nonlocal start
+            if start >= 0:
+                out.append(self._span(doc, start, end, path))
+            start = -1
+
+        for section in sections:
+            sec_end = section.blocks[-1].end
+            common = _common_prefix(path, section.path)
+            if start >= 0 and common and self._fits(doc, start, sec_end):
+                end, path, bare_heading = sec_end, common, False
+                continue
+            close()
+            path = section.path
+            for block in section.blocks:
+                units = [block]
+                if block.parts and not self._fits(doc, block.start, block.end):
+                    units = [Block(s, e, PROSE) for s, e in block.parts]
+                for unit in units:
+                    if start >= 0 and self._fits(doc, start, unit.end):
+                        end, bare_heading = unit.end, False
+                        continue
+                    if self._fits(doc, unit.start, unit.end):
+                        close()
+                        start, end, bare_heading = unit.start, unit.end, unit.heading
+                        continue
+                    lead = (start, end) if start >= 0 and bare_heading else None
+                    if lead is None:
+                        close()
+                    start = -1
+                    pieces = self._pieces(doc, lines, unit, lead)
+                    out.extend(self._span(doc, s, e, path) for s, e in pieces[:-1])
+                    (start, end), bare_heading = pieces[-1], False
+        close()
+        return out
+
+    def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
+        """Drop surrounding whitespace but keep the first line's indentation (it is syntax)."""
+        s, e = trim(text, start, end)
+        if s >= e:
+            return s, e
+        i = s
+        while i > start and text[i - 1] in " \t":
+            i -= 1
+        if i == 0 or text[i - 1] in "\r\n":
+            s = i
+        return s, e
+
+    def _fits(self, doc: TokenizedText, start: int, end: int) -> bool:
+        # Round the end up to a token boundary: a token straddling the end (".\n\n") is
+        # still one token when the chunk is encoded alone.
+        return doc.count(start, doc.ceil(end)) <= self.chunk_size
+
+    def _span(self, doc: TokenizedText, start: int, end: int, path: tuple[str, ...]) -> ChunkSpan:
+        return ChunkSpan(start, end, doc.count(start, end), path, self.strategy)
+
+    def _pieces(
+        self,
+        doc: TokenizedText,
+        lines: list[int],
+        unit: Block,
+        lead: tuple[int, int] | None,
+    ) -> list[tuple[int, int]]:
+        """Cut a block too large for the budget; `lead`, a bare heading, joins the first piece."""
+        budget = self.chunk_size - self.chunk_overlap
+        first_budget = budget
+        if lead is not None:
+            first_budget = budget - doc.count(lead[0], unit.start)
+            if first_budget < budget // 2:  # a long heading: let it stand alone
+                return [lead, *self._pieces(doc, lines, unit, None)]
+        if unit.fallback == LINES:
+            pieces = self._line_split(doc, lines, unit.start, unit.end, first_budget, budget)
+        else:
+            pieces = self._prose_split(doc, unit.start, unit.end, first_budget, budget)
+        if lead is not None:
+            pieces[0] = (lead[0], pieces[0][1])
+        return pieces
+
+    def _prose_split(
+        self, doc: TokenizedText, start: int, end: int, first_budget: int, budget: int
+    ) -> list[tuple[int, int]]:
+        segments = []
+        if first_budget < budget:
+            first = split_within(doc, start, end, first_budget)[0]
+            segments.append(first)
+            start = first[1]
+        if start < end:
+            segments.extend(split_within(doc, start, end, budget))
+        return with_overlap(doc, segments, self.chunk_overlap)
+
+    def _line_split(
+        self,
+        doc: TokenizedText,
+        lines: list[int],
+        start: int,
+        end: int,
+        first_budget: int,
+        budget: int,
+    ) -> list[tuple[int, int]]:
+        """Greedy packing of whole lines; overlap, if any, is whole lines too.
+
+        Cuts sit at line starts even where a token straddles the newline ("):\\n"), unlike
+        recursive_split, which snaps cuts to token boundaries: counts are taken with the start
+        rounded down and the end rounded up, so each piece's count is an upper bound.
+        """
+        ls = lines
+        lo_i, hi_i = bisect.bisect_right(ls, start), bisect.bisect_left(ls, end)
+        points = np.asarray([start, *ls[lo_i:hi_i], end], dtype=np.int64)
+        b = doc.boundaries
+        lo = doc.token_index[np.searchsorted(b, points, side="right") - 1]
+        hi = doc.token_index[np.minimum(np.searchsorted(b, points, side="left"), len(b) - 1)]
+        segments: list[tuple[int, int]] = []
+        i, n, limit = 0, len(points) - 1, first_budget
+        while i < n:
+            j = min(int(np.searchsorted(hi, lo[i] + limit, side="right")) - 1, n)
+            if j <= i:  # one line over the budget: cut inside it
+                segments.extend(split_within(doc, int(points[i]), int(points[i + 1]), limit, LINE))
+                i += 1
+            else:
+                segments.append((int(points[i]), int(points[j])))
+                i = j
+            limit = budget
+        return self._line_overlap(doc, lines, segments)
+
+    def _line_overlap(
+        self, doc: TokenizedText, ls: list[int], segments: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        if self.chunk_overlap <= 0 or len(segments) < 2:
+            return segments
+        out = [segments[0]]
+        for (prev_start, _), (start, end) in itertools.pairwise(segments):
+            target = doc.tokens_before(start) - self.chunk_overlap
+            window = max(doc.boundary_at_token(target), prev_start)
+            k = bisect.bisect_left(ls, window)
+            out.append((ls[k], end) if k < len(ls) and ls[k] < start else (start, end))
+        return out

@@ -1,0 +1,119 @@
+"""Incremental rebuilds: reuse the chunks of documents that did not change since a previous run.
+
+A document is unchanged when the previous run (same config fingerprint) holds the same doc_id
+with the same content_hash. Its chunks (embeddings included) are copied from the previous
+output instead of being chunked and embedded again; everything else is rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.parquetio import ReadFromParquet
+from apache_beam.metrics import Metrics
+
+from schemas.records import Document
+
+NAMESPACE = "corpus_chunker"
+UNCHANGED = "unchanged"
+REMOVED = "removed"
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    output: str
+    fingerprint: str
+
+
+def load_previous_run(output: str) -> PreviousRun:
+    """The previous run's manifest; its absence means that run is incomplete or not a run."""
+    path = FileSystems.join(output, "run_manifest.json")
+    if not FileSystems.exists(path):
+        raise ValueError(f"--previous_output {output} has no run_manifest.json: not a complete run")
+    with FileSystems.open(path) as f:
+        manifest = json.loads(f.read().decode("utf-8"))
+    if manifest.get("mode") != "run":
+        raise ValueError(f"--previous_output {output} is an --estimate run; it has no chunks")
+    return PreviousRun(output=output, fingerprint=manifest["config_fingerprint"])
+
+
+class _Route(beam.DoFn):
+    def __init__(self) -> None:
+        self.unchanged = Metrics.counter(NAMESPACE, "documents_unchanged")
+        self.removed = Metrics.counter(NAMESPACE, "documents_removed")
+
+    def process(self, item: tuple[str, dict]) -> Iterator:
+        _, grouped = item
+        previous_hashes = set(grouped["previous"])
+        docs = list(grouped["current"])
+        if not docs:
+            self.removed.inc()
+            yield beam.pvalue.TaggedOutput(REMOVED, item[0])
+            return
+        for doc in docs:
+            if doc.content_hash in previous_hashes:
+                self.unchanged.inc()
+                yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
+            else:
+                yield doc
+
+
+class SplitUnchanged(beam.PTransform):
+    """Document -> changed documents (main), `unchanged` Documents and `removed` doc ids."""
+
+    def __init__(self, previous: PreviousRun) -> None:
+        super().__init__()
+        self.previous = previous
+
+    def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        previous = (
+            docs.pipeline
+            | "Read previous documents"
+            >> ReadFromParquet(
+                FileSystems.join(self.previous.output, "documents", "*.parquet"),
+                columns=["doc_id", "content_hash"],
+            )
+            | "Key previous" >> beam.Map(lambda row: (row["doc_id"], row["content_hash"]))
+        )
+        current = docs | "Key current" >> beam.Map(lambda d: (d.doc_id, d))
+        return (
+            {"current": current, "previous": previous}
+            | "Join on doc_id" >> beam.CoGroupByKey()
+            | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, REMOVED, main="changed")
+        )
+
+
+def _rows_of_unchanged(item: tuple[str, dict]) -> Iterator[dict]:
+    _, grouped = item
+    if list(grouped["unchanged"]):
+        yield from grouped["rows"]
+
+
+class ReuseChunks(beam.PTransform):
+    """Unchanged Documents -> their chunk rows from the previous output, as written then."""
+
+    def __init__(self, previous: PreviousRun) -> None:
+        super().__init__()
+        self.previous = previous
+
+    def expand(self, unchanged: beam.PCollection) -> beam.PCollection:
+        rows = (
+            unchanged.pipeline
+            | "Read previous chunks"
+            >> ReadFromParquet(FileSystems.join(self.previous.output, "chunks", "*.parquet"))
+            | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
+        )
+        ids = unchanged | "Unchanged ids" >> beam.Map(lambda d: (d.doc_id, True))
+        return (
+            {"unchanged": ids, "rows": rows}
+            | "Join rows" >> beam.CoGroupByKey()
+            | "Rows of unchanged documents" >> beam.FlatMap(_rows_of_unchanged)
+        )
+
+
+def unchanged_event(doc: Document) -> tuple:
+    return (UNCHANGED, doc.doc_type)
