@@ -53,7 +53,7 @@ def test_incremental_rebuild_reuses_unchanged_documents(tmp_path):
 
 def test_previous_output_must_be_a_complete_run(tmp_path):
     (tmp_path / "in.txt").write_text("text")
-    with pytest.raises(ValueError, match="run_manifest.json"):
+    with pytest.raises(ValueError, match=r"run_manifest\.json"):
         run(
             [
                 "--input",
