@@ -122,13 +122,13 @@ class DocumentChunker:
             out.append((parent, None))
             sub = doc.text[parent.start : parent.end]
             for child in self._fit_model_text(sub, child_chunker, doc.language):
+                # The child chunker sees only the parent's text: headings above it are the
+                # parent's path, so a child without a path of its own inherits it.
                 shifted = ChunkSpan(
                     child.start + parent.start,
                     child.end + parent.start,
                     child.token_count,
-                    parent.section_path + child.section_path[len(parent.section_path) :]
-                    if child.section_path[: len(parent.section_path)] != parent.section_path
-                    else child.section_path,
+                    child.section_path or parent.section_path,
                     child.strategy,
                 )
                 out.append((shifted, parent_index))

@@ -1,0 +1,113 @@
+"""The {doc_type: strategy} table, parent/child chunks, the model-limit guard, chunk ids."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from schemas.records import Document, content_hash
+from transforms.chunking.routing import ChunkDocuments, ChunkingConfig, DocumentChunker
+from transforms.chunking.tokens import make_tokenizer
+from transforms.embed import resolve_model_path
+
+TEXT = "\n\n".join(
+    f"Paragraph {i} explains one idea in detail. It has a second sentence, and a third one."
+    for i in range(60)
+)
+MARKDOWN = "# Guide\n\n" + "\n\n".join(
+    f"## Part {i}\n\n" + "Some words about this part of the guide. " * 12 for i in range(8)
+)
+
+
+def doc(text, doc_type="text", language=None, doc_id="d1"):
+    return Document(doc_id, f"/c/{doc_id}", doc_type, text, content_hash(text), language)
+
+
+def test_strategy_table_and_override():
+    default = DocumentChunker(ChunkingConfig(chunk_size=64))
+    assert {c.strategy for c in default.chunk_document(doc(TEXT))} == {"recursive"}
+    assert {c.strategy for c in default.chunk_document(doc(MARKDOWN, "markdown"))} == {"markdown"}
+    fixed = DocumentChunker(ChunkingConfig(chunk_size=64, strategies={"text": "fixed"}))
+    assert {c.strategy for c in fixed.chunk_document(doc(TEXT))} == {"fixed"}
+
+
+def test_bad_strategy_and_sizes_name_the_flag():
+    with pytest.raises(ValueError, match="--strategy_text='semantic-ish'"):
+        ChunkingConfig(strategies={"text": "semantic-ish"})
+    with pytest.raises(ValueError, match="--chunk_overlap=40"):
+        ChunkingConfig(chunk_size=64, chunk_overlap=40)
+    with pytest.raises(ValueError, match="--parent_chunk_size=64"):
+        ChunkingConfig(chunk_size=64, parent_chunk_size=64)
+    with pytest.raises(ValueError, match="header"):
+        ChunkingConfig(chunk_size=40, header_reserve=34)
+
+
+def test_header_reserve_leaves_room():
+    chunks = DocumentChunker(ChunkingConfig(chunk_size=96, header_reserve=34)).chunk_document(
+        doc(TEXT)
+    )
+    assert max(c.token_count for c in chunks) <= 96 - 34
+
+
+def test_parent_child_small_to_big():
+    config = ChunkingConfig(chunk_size=48, parent_chunk_size=256, config_fingerprint="f")
+    chunks = DocumentChunker(config).chunk_document(doc(MARKDOWN, "markdown"))
+    parents = {c.chunk_id: c for c in chunks if c.is_parent}
+    children = [c for c in chunks if not c.is_parent]
+    assert parents and len(children) > len(parents)
+    tok = make_tokenizer("cl100k_base")
+    for p in parents.values():
+        assert p.parent_id is None and tok.count(p.text) <= 256
+    for c in children:
+        parent = parents[c.parent_id]
+        assert parent.start_char <= c.start_char and c.end_char <= parent.end_char
+        assert tok.count(c.text) <= 48
+        assert c.section_path  # inherited from the parent when the child has none
+    assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
+
+
+def test_model_guard_splits_what_the_model_would_truncate():
+    model = resolve_model_path("default")
+    # word pieces: long identifiers cost several word pieces per cl100k token
+    code = "\n".join(
+        f"x_{i}_valueOfSomethingLong = compute_{i}(aVeryLongArgumentName)" for i in range(60)
+    )
+    plain = ChunkingConfig(chunk_size=200, strategies={"code": "code"})
+    guarded = ChunkingConfig(
+        chunk_size=200, model_tokenizer=model, model_max_tokens=128, model_header_reserve=16
+    )
+    d = doc(code, "code", "python")
+    wp = make_tokenizer(f"hf:{model}")
+    assert any(wp.count(c.text) > 128 - 2 - 16 for c in DocumentChunker(plain).chunk_document(d))
+    chunks = DocumentChunker(guarded).chunk_document(d)
+    assert all(wp.count(c.text) <= 128 - 2 - 16 for c in chunks)
+    assert all(code[c.start_char : c.end_char] == c.text for c in chunks)
+
+
+def test_chunk_ids_are_stable_and_config_bound():
+    a = DocumentChunker(ChunkingConfig(chunk_size=64, config_fingerprint="one"))
+    b = DocumentChunker(ChunkingConfig(chunk_size=64, config_fingerprint="two"))
+    ids_a = [c.chunk_id for c in a.chunk_document(doc(TEXT))]
+    assert ids_a == [c.chunk_id for c in a.chunk_document(doc(TEXT))]
+    assert not set(ids_a) & {c.chunk_id for c in b.chunk_document(doc(TEXT))}
+    assert len(set(ids_a)) == len(ids_a)
+
+
+def test_chunk_documents_transform_with_a_failing_document():
+    good = doc(TEXT, doc_id="good")
+    broken = Document("bad", "/c/bad", "text", 12345, "h")  # not a string: the chunker raises
+    empty = Document("empty", "/c/empty", "text", "", "h")
+    with TestPipeline() as p:
+        result = (
+            p | beam.Create([good, broken, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64))
+        )
+        assert_that(
+            result.chunked | beam.Map(lambda item: (item[0].doc_id, len(item[1]) > 5)),
+            equal_to([("good", True)]),
+            label="chunked",
+        )
+        assert_that(
+            result.rejects | beam.Map(lambda r: (r.doc_id, r.stage, r.reason)),
+            equal_to([("bad", "chunk", "chunk_failed"), ("empty", "chunk", "no_chunks")]),
+            label="rejects",
+        )
