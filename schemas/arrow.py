@@ -71,6 +71,7 @@ DOCUMENT_SCHEMA = pa.schema(
         _f("text", pa.string(), "the extracted text that chunk offsets point into", False),
         _f("content_hash", pa.string(), "sha256 of text", False),
         _f("boilerplate_lines_removed", pa.int32(), "lines dropped as corpus boilerplate", False),
+        _f("boilerplate_tokens_removed", pa.int32(), "cl100k tokens in those lines", False),
     ]
 )
 

@@ -48,6 +48,7 @@ class Document:
     url: str | None = None
     date: str | None = None
     boilerplate_lines_removed: int = 0
+    boilerplate_tokens_removed: int = 0  # in cl100k_base, for the cost report
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,8 @@ EVENTS = [
     ("input",),
     ("input",),
     ("input",),
-    ("doc", "text", "recursive", 100),
-    ("doc", "code", "code", 50),
+    ("doc", "text", "recursive", 100, 3, 12),
+    ("doc", "code", "code", 50, 0, 0),
     ("chunk", "text", "recursive", 60, 70, 10, False, False, 0.5, "path"),
     ("chunk", "text", "recursive", 50, 55, 5, False, False, 0.25, "path"),
     ("chunk", "code", "code", 50, 58, 8, False, True, 0.25, "llm"),
@@ -84,6 +84,7 @@ def test_report_arithmetic():
     assert r["balanced"]
     assert r["chunks"] == 3 and r["parent_chunks"] == 1 and r["chunks_rejected"] == 1
     assert r["embedded_tokens"] == 183 and r["header_tokens"] == 23
+    assert (r["boilerplate_lines_removed"], r["boilerplate_tokens_removed"]) == (3, 12)
     assert r["overlap_inflation"] == pytest.approx(183 / 150, abs=1e-4)
     assert r["chunks_truncated"] == 1
     assert r["embedding_seconds"] == 1.0

@@ -24,6 +24,7 @@ from transforms.boilerplate import (
     line_key,
     remove_lines,
 )
+from transforms.chunking.tokens import TiktokenTokenizer
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -363,7 +364,13 @@ def test_remove_boilerplate_cleans_only_the_group_where_lines_recur() -> None:
     docs = small_corpus()
     counters = run_pipeline(docs, BoilerplateConfig(min_docs=3), equal_to(expected))
     removed_chars = 4 * (len(LICENCE) + 1 + len(FOOTER) + 1)
+    tok = TiktokenTokenizer("cl100k_base")
+    removed_tokens = sum(
+        tok.count(d.text) - tok.count(text)
+        for d, (_, text) in zip(docs[:4], expected[:4], strict=True)
+    )
     assert counters == {
+        "boilerplate_tokens_removed": removed_tokens,
         "boilerplate_lines_removed": 8,
         "boilerplate_chars_removed": removed_chars,
         "boilerplate_docs_changed": 4,

@@ -18,7 +18,7 @@ from schemas.records import Chunk, Document, Reject
 
 # Stat events (tuples keep the shuffle small).
 INPUT = "input"  # ("input",)
-DOC = "doc"  # ("doc", doc_type, strategy, doc_tokens)
+DOC = "doc"  # ("doc", doc_type, strategy, doc_tokens, boilerplate_lines, boilerplate_tokens)
 CHUNK = "chunk"  # ("chunk", doc_type, strategy, text_tokens, embed_tokens, header_tokens,
 #                    is_parent, truncated, embed_seconds, context_source)
 REJECT = "reject"  # ("reject", stage, reason, chunk_level)
@@ -37,7 +37,14 @@ class Pricing:
 
 
 def doc_event(doc: Document, strategy: str, doc_tokens: int) -> tuple:
-    return (DOC, doc.doc_type, strategy, doc_tokens)
+    return (
+        DOC,
+        doc.doc_type,
+        strategy,
+        doc_tokens,
+        doc.boilerplate_lines_removed,
+        doc.boilerplate_tokens_removed,
+    )
 
 
 def chunk_event(chunk: Chunk, truncated: bool = False, embed_seconds: float = 0.0) -> tuple:
@@ -88,6 +95,8 @@ class CostReportFn(beam.CombineFn):
             "documents_unchanged": 0,
             "documents_removed": 0,
             "chunks_reused": 0,
+            "boilerplate_lines_removed": 0,
+            "boilerplate_tokens_removed": 0,
             "rejects": {},
             "chunk_rejects": 0,
             "doc_rejects": 0,
@@ -120,6 +129,8 @@ class CostReportFn(beam.CombineFn):
             ):
                 g["documents"] += 1
                 g["document_tokens"] += event[3]
+            acc["boilerplate_lines_removed"] += event[4]
+            acc["boilerplate_tokens_removed"] += event[5]
         elif kind == CHUNK:
             (_, doc_type, strategy, text_t, embed_t, header_t, is_parent, trunc, secs, ctx) = event
             for g in (
@@ -161,6 +172,8 @@ class CostReportFn(beam.CombineFn):
                 "documents_unchanged",
                 "documents_removed",
                 "chunks_reused",
+                "boilerplate_lines_removed",
+                "boilerplate_tokens_removed",
                 "chunk_rejects",
                 "doc_rejects",
             ):
@@ -215,6 +228,8 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "chunks_reused": acc["chunks_reused"],
         "chunks_rejected": acc["chunk_rejects"],
         "document_tokens": int(totals["document_tokens"]),
+        "boilerplate_lines_removed": acc["boilerplate_lines_removed"],
+        "boilerplate_tokens_removed": acc["boilerplate_tokens_removed"],
         "text_tokens": int(totals["text_tokens"]),
         "embedded_tokens": int(totals["embedded_tokens"]),
         "header_tokens": int(totals["header_tokens"]),
@@ -269,6 +284,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- document tokens: {report['document_tokens']:,}; embedded tokens: "
         f"{report['embedded_tokens']:,} (headers {report['header_tokens']:,}); overlap inflation "
         f"{report['overlap_inflation']}",
+        f"- boilerplate removed: {report['boilerplate_lines_removed']:,} lines, "
+        f"{report['boilerplate_tokens_removed']:,} tokens",
         f"- embedding cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']} "
         f"per million tokens; re-chunking the corpus costs the same again",
         f"- LLM context: {report['llm_context']['prompt_tokens']:,} prompt + "

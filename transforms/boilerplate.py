@@ -374,13 +374,20 @@ def _decide_group(
 class _RemoveLinesFn(beam.DoFn):
     """Removes a group's boilerplate lines from each of its documents, counting what went."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokenizer: str = "cl100k_base") -> None:
+        self.tokenizer_name = tokenizer
+        self.tokens_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_tokens_removed")
         self.lines_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_lines_removed")
         self.chars_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_chars_removed")
         self.docs_changed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_docs_changed")
         self.docs_kept_whole = Metrics.counter(
             METRICS_NAMESPACE, "boilerplate_docs_all_boilerplate_kept"
         )
+
+    def setup(self) -> None:
+        from transforms.chunking.tokens import make_tokenizer
+
+        self.tokenizer = make_tokenizer(self.tokenizer_name)
 
     def process(self, joined: tuple[str, Mapping[str, Iterable]]) -> Iterator[Document]:
         _, parts = joined
@@ -390,6 +397,12 @@ class _RemoveLinesFn(beam.DoFn):
         for doc in parts["docs"]:
             new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
             if removed:
+                # Tokens the job no longer embeds (and pays for), for the cost report.
+                tokens = self.tokenizer.count(doc.text) - self.tokenizer.count(new_doc.text)
+                new_doc = replace(
+                    new_doc, boilerplate_tokens_removed=doc.boilerplate_tokens_removed + tokens
+                )
+                self.tokens_removed.inc(tokens)
                 self.lines_removed.inc(removed)
                 self.chars_removed.inc(chars)
                 self.docs_changed.inc()
