@@ -57,8 +57,9 @@ class ChunkCorpusOptions(PipelineOptions):
         g.add_argument(
             "--chunk_overlap",
             type=int,
-            default=32,
-            help="Tokens shared by neighbouring prose chunks (default 32).",
+            default=None,
+            help="Tokens shared by neighbouring prose chunks (default: 32, or a quarter of "
+            "the room left after the context header when that is smaller).",
         )
         g.add_argument(
             "--tokenizer",
@@ -298,6 +299,9 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         llm_cache_dir=o.llm_cache_dir,
     )
     reserve = reserved_tokens(context)
+    overlap = o.chunk_overlap
+    if overlap is None:
+        overlap = max(0, min(32, (o.chunk_size - reserve) // 4))
     boilerplate = BoilerplateConfig(
         enabled=o.boilerplate == "on",
         min_docs=o.boilerplate_min_docs,
@@ -308,7 +312,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     settings = {
         "config_version": CONFIG_VERSION,
         "chunk_size": o.chunk_size,
-        "chunk_overlap": o.chunk_overlap,
+        "chunk_overlap": overlap,
         "tokenizer": o.tokenizer,
         "strategies": strategies,
         "parent_chunk_size": o.parent_chunk_size,
@@ -323,7 +327,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     fingerprint = stable_hash(json.dumps(settings, sort_keys=True), length=16)
     chunking = ChunkingConfig(
         chunk_size=o.chunk_size,
-        chunk_overlap=o.chunk_overlap,
+        chunk_overlap=overlap,
         tokenizer=o.tokenizer,
         strategies=strategies,
         header_reserve=reserve,
