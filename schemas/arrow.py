@@ -68,6 +68,7 @@ DOCUMENT_SCHEMA = pa.schema(
         _f("title", pa.string(), "title from HTML metadata, the first heading, or the record"),
         _f("url", pa.string(), "canonical URL from HTML metadata or the record"),
         _f("date", pa.string(), "date from HTML metadata"),
+        _f("lang", pa.string(), "natural language from HTML metadata (e.g. en)"),
         _f("text", pa.string(), "the extracted text that chunk offsets point into", False),
         _f("content_hash", pa.string(), "sha256 of text", False),
         _f("boilerplate_lines_removed", pa.int32(), "lines dropped as corpus boilerplate", False),

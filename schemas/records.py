@@ -47,6 +47,7 @@ class Document:
     title: str | None = None
     url: str | None = None
     date: str | None = None
+    lang: str | None = None  # natural language from the page's metadata (e.g. "en")
     boilerplate_lines_removed: int = 0
     boilerplate_tokens_removed: int = 0  # in cl100k_base, for the cost report
 

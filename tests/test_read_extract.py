@@ -82,7 +82,7 @@ def test_extract_markdown_title_and_code_language():
 
 def test_extract_html_keeps_headings_and_drops_navigation():
     html = (
-        "<html><head><title>Guide</title></head><body><nav><a href='/'>Home</a> "
+        "<html lang='en'><head><title>Guide</title></head><body><nav><a href='/'>Home</a> "
         "<a href='/x'>Prev</a></nav><main><h1>Guide</h1>"
         + "<h2>Install</h2><p>"
         + "Run the installer and follow the prompts carefully. " * 8
@@ -94,6 +94,7 @@ def test_extract_html_keeps_headings_and_drops_navigation():
     assert "## Install" in doc.text and "## Use" in doc.text
     assert "Prev" not in doc.text and "© Someone" not in doc.text
     assert doc.title == "Guide"
+    assert doc.lang == "en"
 
 
 def _write(folder, name, data: bytes):

@@ -64,13 +64,14 @@ def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Documen
     doc_type, language = detected.doc_type, detected.language
     if raw.hint_type in DOC_TYPES:
         doc_type, language = raw.hint_type, None if raw.hint_type != "code" else language
-    title, url, date = raw.title, raw.url, None
+    title, url, date, lang = raw.title, raw.url, None, None
     if doc_type == "html":
         result = html_extractor(text)
         text = result.text
         title = title or result.title
         url = url or result.url
         date = result.date
+        lang = result.language
         if not text.strip():
             raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     elif doc_type == "markdown":
@@ -87,6 +88,7 @@ def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Documen
         title=title,
         url=url,
         date=date,
+        lang=lang,
     )
 
 
