@@ -29,6 +29,7 @@ STRATEGIES: dict[str, str] = {
     "fixed": "transforms.chunking.fixed:FixedChunker",
     "markdown": "transforms.chunking.markdown:MarkdownChunker",
     "code": "transforms.chunking.code:CodeChunker",
+    "semantic": "transforms.chunking.semantic:SemanticChunker",
 }
 DEFAULT_STRATEGY_BY_TYPE: dict[str, str] = {
     "text": "recursive",
