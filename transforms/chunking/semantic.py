@@ -8,6 +8,8 @@ still holds.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan
@@ -78,7 +80,7 @@ class SemanticChunker(Chunker):
             cuts = breakpoints(self.embed([text[s:e] for s, e in offsets]), self.percentile)
             edges = sorted({starts[i] for i in cuts} - {0})
             bounds = [0, *edges, len(text)]
-            groups = list(zip(bounds, bounds[1:], strict=False))
+            groups = list(itertools.pairwise(bounds))
         spans = []
         for start, end in groups:
             for s, e in recursive_split(doc, start, end, self.chunk_size):
