@@ -61,3 +61,42 @@ def test_o200k_and_tokenizer_factory():
     tok = make_tokenizer("o200k_base")
     assert tok.name == "o200k_base"
     assert tok.tokenize("héllo wörld, 日本語").n_tokens == tok.count("héllo wörld, 日本語")
+
+
+ALPHABET = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "7",
+        "\n",
+        " ",
+        "\t",
+        "\r",
+        "/",
+        "'",
+        "\xa0",
+        "\u2028",
+        "\u0301",
+        "語",
+        "🙂",
+        ".",
+        "s",
+        "  ",
+        "\n\n",
+        "word",
+        " the",
+        "'ll",
+        "123456",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ALPHABET, max_size=80).map("".join), st.data())
+def test_count_span_equals_encoding_alone(text, data):
+    for name in ("cl100k_base", "o200k_base"):
+        tok = TiktokenTokenizer(name)
+        doc = tok.tokenize(text)
+        a = data.draw(st.integers(0, len(text)))
+        b = data.draw(st.integers(a, len(text)))
+        assert tok.count_span(doc, a, b) == tok.count(text[a:b])

@@ -2,7 +2,8 @@
 
 Every strategy returns spans of the document text (exact character offsets). The base class
 owns the guarantees every strategy shares: whitespace-only spans are dropped, span edges are
-trimmed of whitespace, and each span is encoded alone and re-split if it is over the limit.
+trimmed of whitespace, and each span's token count as if encoded alone is taken exactly and
+the span re-split if it is over the limit.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import abc
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from transforms.chunking.tokens import TokenizedText, Tokenizer
+from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 
 MIN_CHUNK_SIZE = 8
 
@@ -67,22 +68,26 @@ class Chunker(abc.ABC):
         return self.finalize(doc, self.split(doc, language))
 
     def finalize(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
-        """Trim, drop empty spans, and prove the limit by encoding each span alone."""
+        """Trim, drop empty spans, and prove the limit on each span's tokens when encoded alone.
+
+        The count is exact (`count_alone`: for tiktoken, the document's own tokens between the
+        span's edges plus its edges encoded alone), not an estimate from the document's tokens.
+        """
         out: list[ChunkSpan] = []
         for span in spans:
             start, end = self.trim_span(doc.text, span.start, span.end)
             if start >= end:
                 continue
-            count = self.tokenizer.count(doc.text[start:end])
+            count = count_alone(self.tokenizer, doc, start, end)
             if count <= self.chunk_size:
                 out.append(_replace(span, start, end, count))
                 continue
             # Rare: the span's alone-encoding differs from its slice of the document's tokens
             # (a cut inside a word). Re-split it with a tighter derived budget until it fits.
             out.extend(self._resplit(doc, span, start, end))
-        return self._bound_overlap(doc.text, out) if self.chunk_overlap else out
+        return self._bound_overlap(doc, out) if self.chunk_overlap else out
 
-    def _bound_overlap(self, text: str, spans: list[ChunkSpan]) -> list[ChunkSpan]:
+    def _bound_overlap(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
         """Drop the overlap of a span whose shared text, encoded alone, is over the limit.
 
         Trimming can change how the shared slice tokenizes (a multi-token character at its
@@ -94,11 +99,11 @@ class Chunker(abc.ABC):
             if prev is not None and span.start < prev.end:
                 if span.end <= prev.end:
                     continue  # wholly inside its predecessor: nothing of it would be lost
-                if self.tokenizer.count(text[span.start : prev.end]) > self.chunk_overlap:
-                    start, end = self.trim_span(text, prev.end, span.end)
+                if count_alone(self.tokenizer, doc, span.start, prev.end) > self.chunk_overlap:
+                    start, end = self.trim_span(doc.text, prev.end, span.end)
                     if start >= end:
                         continue
-                    span = _replace(span, start, end, self.tokenizer.count(text[start:end]))
+                    span = _replace(span, start, end, count_alone(self.tokenizer, doc, start, end))
             out.append(span)
         return out
 
@@ -113,13 +118,15 @@ class Chunker(abc.ABC):
 
         budget = self.chunk_size
         while True:
+            if budget == 1:  # cannot happen for chunk_size >= MIN_CHUNK_SIZE; never loop forever
+                raise ValueError(f"cannot fit text[{start}:{end}] into {self.chunk_size} tokens")
             budget = max(1, budget - max(1, budget // 16))
             pieces = recursive_split(doc, start, end, budget)
             fitted = []
             for s, e in pieces:
                 s, e = self.trim_span(doc.text, s, e)
                 if s < e:
-                    fitted.append((s, e, self.tokenizer.count(doc.text[s:e])))
+                    fitted.append((s, e, count_alone(self.tokenizer, doc, s, e)))
             if all(c <= self.chunk_size for _, _, c in fitted):
                 return [_replace(span, s, e, c) for s, e, c in fitted]
 

@@ -10,6 +10,7 @@ import functools
 import gzip
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,34 @@ import numpy as np
 
 TIKTOKEN_ENCODINGS = ("cl100k_base", "o200k_base")
 _TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+
+# Points where tiktoken's pre-token pieces (the matches of its pattern, each encoded on its own)
+# split whatever text surrounds them, as long as that text holds the characters the rule reads:
+# - a line start: after a "\n", before whitespace without a line break and then a visible
+#   character. The piece holding the "\n" (a whitespace run, or punctuation with its trailing
+#   line breaks) ends at its run's last line break, cut off there or not;
+# - a word end: after a visible character, before a space or a tab. Every piece holding a
+#   visible character stops before whitespace other than a line break, and the pattern's only
+#   look-arounds (`\s+(?!\S)`, `\s++$`) sit in whitespace runs, which cannot reach the point.
+# (o200k also runs "\n/" into one piece, so there "/" does not count as visible.) Each regex
+# match ends at such a point. The rules were checked against tiktoken on random text of these
+# characters, and `TiktokenTokenizer.count_span` relies on them, so they are keyed by the exact
+# pattern (tiktoken 0.14): another pattern falls back to encoding each span whole.
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|"""
+    r""" ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PATTERN = (
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+    r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+PIECE_BREAKS = {
+    _CL100K_PATTERN: re.compile(r"\n(?=[^\S\r\n]*\S)|\S(?=[ \t])"),
+    _O200K_PATTERN: re.compile(r"\n(?=[^\S\r\n]*[^\s/])|\S(?=[ \t])"),
+}
 
 
 def default_tiktoken_cache_dir() -> str:
@@ -81,20 +110,23 @@ class TokenizedText:
     def n_tokens(self) -> int:
         return int(self.token_index[-1])
 
+    # Scalar lookups call the array's own `searchsorted` and `item`: the `np.searchsorted`
+    # wrapper and numpy scalars cost three times as much, and chunkers call these in loops.
+
     def floor(self, pos: int) -> int:
         """The last boundary at or before `pos`."""
-        i = int(np.searchsorted(self.boundaries, pos, side="right")) - 1
-        return int(self.boundaries[max(i, 0)])
+        i = self.boundaries.searchsorted(pos, "right") - 1
+        return self.boundaries.item(max(i, 0))
 
     def ceil(self, pos: int) -> int:
         """The first boundary at or after `pos`."""
-        i = int(np.searchsorted(self.boundaries, pos, side="left"))
-        return int(self.boundaries[min(i, len(self.boundaries) - 1)])
+        i = self.boundaries.searchsorted(pos, "left")
+        return self.boundaries.item(min(i, len(self.boundaries) - 1))
 
     def tokens_before(self, pos: int) -> int:
         """Tokens that start before the boundary at or before `pos`."""
-        i = int(np.searchsorted(self.boundaries, pos, side="right")) - 1
-        return int(self.token_index[max(i, 0)])
+        i = self.boundaries.searchsorted(pos, "right") - 1
+        return self.token_index.item(max(i, 0))
 
     def count(self, start: int, end: int) -> int:
         """Tokens in text[start:end], derived from the document's tokenization."""
@@ -102,8 +134,8 @@ class TokenizedText:
 
     def boundary_at_token(self, token: int) -> int:
         """The first boundary whose token index is at least `token`."""
-        i = int(np.searchsorted(self.token_index, token, side="left"))
-        return int(self.boundaries[min(i, len(self.boundaries) - 1)])
+        i = self.token_index.searchsorted(token, "left")
+        return self.boundaries.item(min(i, len(self.boundaries) - 1))
 
 
 class Tokenizer(Protocol):
@@ -116,26 +148,25 @@ class Tokenizer(Protocol):
     def tokenize(self, text: str) -> TokenizedText: ...
 
 
-def _char_boundaries(byte_starts: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """Map token start byte offsets to char offsets, dropping starts inside a character."""
-    n_tokens = len(byte_starts)
-    encoded = text.encode("utf-8")
-    if len(encoded) == len(text):  # ASCII: bytes are characters
-        starts = byte_starts
-        token_idx = np.arange(n_tokens, dtype=np.int64)
-    else:
-        raw = np.frombuffer(encoded, dtype=np.uint8)
-        is_char_start = (raw & 0xC0) != 0x80
-        keep = is_char_start[np.minimum(byte_starts, len(raw) - 1)]
-        char_of_byte = np.cumsum(is_char_start) - 1
-        starts = char_of_byte[byte_starts[keep]]
-        token_idx = np.nonzero(keep)[0].astype(np.int64)
-    boundaries = np.concatenate(([0], starts, [len(text)])).astype(np.int64)
-    token_index = np.concatenate(([0], token_idx, [n_tokens])).astype(np.int64)
-    # Drop duplicates (the leading 0 and the first token start) keeping the first occurrence.
-    keep_mask = np.ones(len(boundaries), dtype=bool)
-    keep_mask[1:] = boundaries[1:] != boundaries[:-1]
-    return boundaries[keep_mask], token_index[keep_mask]
+def _char_boundaries(byte_ends: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Boundaries and token indices from the byte offset at which each token ends.
+
+    Token starts inside a character (a character of several tokens) are dropped. Every token
+    has at least one byte, so the offsets are already strictly increasing.
+    """
+    n_tokens = len(byte_ends)
+    offsets = np.empty(n_tokens + 1, dtype=np.int64)  # where each token starts, then the end
+    offsets[0] = 0
+    offsets[1:] = byte_ends
+    if byte_ends[-1] == len(text):  # as many bytes as characters: ASCII
+        return offsets, np.arange(n_tokens + 1, dtype=np.int64)
+    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    is_char_start = np.empty(len(raw) + 1, dtype=bool)
+    is_char_start[:-1] = (raw & 0xC0) != 0x80
+    is_char_start[-1] = True  # the end of the text
+    keep = is_char_start[offsets]
+    chars = np.cumsum(is_char_start, dtype=np.int64)[offsets[keep]] - 1
+    return chars, np.flatnonzero(keep).astype(np.int64, copy=False)
 
 
 class TiktokenTokenizer:
@@ -151,10 +182,50 @@ class TiktokenTokenizer:
                 lengths[token] = len(self._enc.decode_single_token_bytes(token))
             except KeyError:  # gaps in the vocabulary
                 lengths[token] = 0
-        self._byte_lengths = lengths
+        # The smallest type that holds them (no token is over 255 bytes in either encoding):
+        # looked up once per token of every document, the table should stay in the cache.
+        dtype = np.uint8 if lengths.max() <= np.iinfo(np.uint8).max else np.int64
+        self._byte_lengths = lengths.astype(dtype)
+        self._breaks = PIECE_BREAKS.get(getattr(self._enc, "_pat_str", None))
 
     def count(self, text: str) -> int:
         return len(self._enc.encode_ordinary(text))
+
+    def count_span(self, doc: TokenizedText, start: int, end: int) -> int:
+        """Tokens of doc.text[start:end] encoded alone, exactly; `doc` is this tokenizer's.
+
+        tiktoken encodes each piece of its pre-tokenizer pattern on its own, and at a
+        `PIECE_BREAKS` point the pieces of any text that holds the characters the rule looks
+        at split in two. So from the span's first such point (`head`) to its last one, or to
+        its end when the document splits there too (`tail`), the span's tokens are the
+        document's own and are counted from its offsets; only the text before `head` and
+        after `tail`, a word or a line, is encoded.
+        """
+        text = doc.text
+        breaks = self._breaks
+        first = breaks.search(text, max(start - 1, 0), end) if breaks is not None else None
+        if first is None:
+            return len(self._enc.encode_ordinary(text[start:end]))
+        head = first.end()  # start itself when it is a break
+        if end == len(text) or (text[end] in " \t" and not text[end - 1].isspace()):
+            tail = end
+        else:
+            tail = text.rfind(" ", head, end)  # a word end, unless after whitespace
+            if tail <= head or text[tail - 1].isspace():
+                newline = text.rfind("\n", head, end)
+                while newline >= head and not breaks.match(text, newline, end):
+                    newline = text.rfind("\n", head, newline)
+                tail = newline + 1 if newline >= head else head
+        bounds = doc.boundaries
+        i, j = bounds.searchsorted(head), bounds.searchsorted(tail)
+        if bounds.item(i) != head or bounds.item(j) != tail:  # not this tokenizer's document
+            return len(self._enc.encode_ordinary(text[start:end]))
+        count = doc.token_index.item(j) - doc.token_index.item(i)
+        if head > start:
+            count += len(self._enc.encode_ordinary(text[start:head]))
+        if tail < end:
+            count += len(self._enc.encode_ordinary(text[tail:end]))
+        return count
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode_ordinary(text)
@@ -163,13 +234,14 @@ class TiktokenTokenizer:
         return self._enc.decode(list(tokens))
 
     def tokenize(self, text: str) -> TokenizedText:
-        tokens = np.asarray(self._enc.encode_ordinary(text), dtype=np.int64)
+        # encode_to_numpy with no special tokens is encode_ordinary, into a buffer rather than
+        # a list of Python ints (a tenth of the encoding time on a large document).
+        tokens = self._enc.encode_to_numpy(text, disallowed_special=())
         if len(tokens) == 0:
             empty = np.array([0, len(text)] if text else [0], dtype=np.int64)
             return TokenizedText(text, empty, np.zeros(len(empty), dtype=np.int64))
-        ends = np.cumsum(self._byte_lengths[tokens])
-        byte_starts = np.concatenate(([0], ends[:-1]))
-        boundaries, token_index = _char_boundaries(byte_starts, text)
+        ends = np.cumsum(self._byte_lengths[tokens], dtype=np.int64)
+        boundaries, token_index = _char_boundaries(ends, text)
         return TokenizedText(text, boundaries, token_index)
 
     def __reduce__(self):
@@ -205,6 +277,14 @@ class HuggingFaceTokenizer:
 
     def __reduce__(self):
         return (HuggingFaceTokenizer, (self.path, self.add_special_tokens))
+
+
+def count_alone(tokenizer: Tokenizer, doc: TokenizedText, start: int, end: int) -> int:
+    """Tokens of doc.text[start:end] encoded alone by `tokenizer` (which tokenized `doc`)."""
+    count_span = getattr(tokenizer, "count_span", None)
+    if count_span is not None:
+        return count_span(doc, start, end)
+    return tokenizer.count(doc.text[start:end])
 
 
 def make_tokenizer(name: str) -> Tokenizer:
