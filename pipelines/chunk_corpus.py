@@ -17,7 +17,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
@@ -250,13 +250,19 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     options.view_as(ChunkCorpusOptions)  # registers the project flags for --help
     check_runner(options)
     config = config_from_options(options)
-    check_patterns(config.inputs)
-    prepare_output(config.output, config.overwrite)
+    # A dry run (DataflowRunner --dry_run) only translates the job: it must not touch the data
+    # paths, which for gs:// would need credentials (without them GCS retries for minutes).
+    dry_run = bool(options.view_as(TestOptions).dry_run)
+    if not dry_run:
+        check_patterns(config.inputs)
+        prepare_output(config.output, config.overwrite)
     started = time.time()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config)
     result = pipeline.run()
     result.wait_until_finish()
+    if dry_run:
+        return result
     report_path = FileSystems.join(config.output, "cost_report.json")
     if FileSystems.exists(report_path):
         with FileSystems.open(report_path) as f:

@@ -342,10 +342,6 @@ def _is_html(doc: Document, num_partitions: int) -> int:
     return 0 if doc.doc_type == "html" else 1
 
 
-def _keyed_by_group(doc: Document) -> tuple[str, Document]:
-    return group_of(doc), doc
-
-
 def _group_line_pairs(doc: Document) -> Iterator[tuple[str, str]]:
     group = group_of(doc)
     for key in sorted(candidate_keys(doc)):
@@ -389,26 +385,24 @@ class _RemoveLinesFn(beam.DoFn):
 
         self.tokenizer = make_tokenizer(self.tokenizer_name)
 
-    def process(self, joined: tuple[str, Mapping[str, Iterable]]) -> Iterator[Document]:
-        _, parts = joined
-        keys: set[str] = set()
-        for group_keys in parts["boilerplate"]:
-            keys.update(group_keys)
-        for doc in parts["docs"]:
-            new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
-            if removed:
-                # Tokens the job no longer embeds (and pays for), for the cost report.
-                tokens = self.tokenizer.count(doc.text) - self.tokenizer.count(new_doc.text)
-                new_doc = replace(
-                    new_doc, boilerplate_tokens_removed=doc.boilerplate_tokens_removed + tokens
-                )
-                self.tokens_removed.inc(tokens)
-                self.lines_removed.inc(removed)
-                self.chars_removed.inc(chars)
-                self.docs_changed.inc()
-            elif all_boilerplate:
-                self.docs_kept_whole.inc()
-            yield new_doc
+    def process(
+        self, doc: Document, boilerplate: Mapping[str, Iterable[str]]
+    ) -> Iterator[Document]:
+        keys = set(boilerplate.get(group_of(doc), ()))
+        new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
+        if removed:
+            # Tokens the job no longer embeds (and pays for), for the cost report.
+            tokens = self.tokenizer.count(doc.text) - self.tokenizer.count(new_doc.text)
+            new_doc = replace(
+                new_doc, boilerplate_tokens_removed=doc.boilerplate_tokens_removed + tokens
+            )
+            self.tokens_removed.inc(tokens)
+            self.lines_removed.inc(removed)
+            self.chars_removed.inc(chars)
+            self.docs_changed.inc()
+        elif all_boilerplate:
+            self.docs_kept_whole.inc()
+        yield new_doc
 
 
 class RemoveBoilerplate(beam.PTransform):
@@ -430,9 +424,6 @@ class RemoveBoilerplate(beam.PTransform):
                 Document
             )
         html, others = docs | "Set HTML aside" >> beam.Partition(_is_html, 2)
-        docs_by_group = others | "Key documents by group" >> beam.Map(
-            _keyed_by_group
-        ).with_output_types(tuple[str, Document])
         docs_in_group = (
             others
             | "Group of each document" >> beam.Map(group_of).with_output_types(str)
@@ -451,11 +442,13 @@ class RemoveBoilerplate(beam.PTransform):
             | "Join line counts with group sizes" >> beam.CoGroupByKey()
             | "Decide boilerplate lines" >> beam.FlatMap(_decide_group, self.config)
         )
-        cleaned = (
-            {"docs": docs_by_group, "boilerplate": boilerplate}
-            | "Join documents with boilerplate lines" >> beam.CoGroupByKey()
-            | "Remove boilerplate lines" >> beam.ParDo(_RemoveLinesFn()).with_output_types(Document)
-        )
+        # The lines of each group are few: as a side input they reach every document where it
+        # is. A CoGroupByKey with the documents would gather a whole folder into one element,
+        # which one worker must process alone (and everything fused after it: chunking, and
+        # on Dataflow embedding too).
+        cleaned = others | "Remove boilerplate lines" >> beam.ParDo(
+            _RemoveLinesFn(), beam.pvalue.AsDict(boilerplate)
+        ).with_output_types(Document)
         return (html, cleaned) | "Merge HTML back" >> beam.Flatten()
 
 
