@@ -332,7 +332,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         strategies=strategies,
         header_reserve=reserve,
         parent_chunk_size=o.parent_chunk_size,
-        model_tokenizer=embedding.path,
+        model_tokenizer=embedding.model if embedding.path else None,
         model_max_tokens=embedding.max_seq_length,
         # Room in the model's word pieces for at least a short header; a longer header is
         # shortened to fit (transforms/budget.py), the chunk text never is.

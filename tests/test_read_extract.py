@@ -11,7 +11,14 @@ from schemas.records import RawDocument, Reject
 from transforms.detect import detect, is_binary, sniff
 from transforms.extract import ExtractError, ExtractText, decode, extract_document
 from transforms.html import html_to_markdown
-from transforms.read import ReadDocuments, document_id, in_sample, parse_jsonl_line, record_id
+from transforms.read import (
+    ReadDocuments,
+    document_id,
+    in_sample,
+    input_root,
+    parse_jsonl_line,
+    record_id,
+)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +52,9 @@ def test_binary_sniffing():
 def test_jsonl_lines():
     good = parse_jsonl_line("f.jsonl", 1, json.dumps({"id": 7, "text": "hi", "title": "T"}))
     assert isinstance(good, RawDocument) and good.text == "hi" and good.title == "T"
-    assert good.doc_id == record_id("other.jsonl", 99, {"id": 7})  # the record id decides
+    assert good.doc_id == record_id("f.jsonl", 99, {"id": 7})  # the record id decides, not the line
+    assert good.doc_id != record_id("other.jsonl", 1, {"id": 7})  # ids are per file
+    assert good.doc_id != record_id("f.jsonl", 1, {"id": "7"})
     assert parse_jsonl_line("f.jsonl", 2, "{bad").reason == "invalid_json"
     assert parse_jsonl_line("f.jsonl", 3, "[1, 2]").reason == "record_not_object"
     assert parse_jsonl_line("f.jsonl", 4, '{"id": 1}').reason == "missing_text"
@@ -130,8 +139,43 @@ def test_read_and_extract_transforms(tmp_path):
         )
         assert_that(
             read.documents | beam.Map(lambda d: d.doc_id),
-            equal_to([document_id(a), document_id(b), record_id(c, 1, {"id": "r1"})]),
+            equal_to(
+                [
+                    document_id(a, str(tmp_path)),
+                    document_id(b, str(tmp_path)),
+                    record_id(c, 1, {"id": "r1"}, str(tmp_path)),
+                ]
+            ),
             label="ids",
+        )
+
+
+def test_ids_do_not_depend_on_where_the_corpus_lies(tmp_path):
+    ids = []
+    for place in ("checkout-1", "elsewhere/checkout-2"):
+        folder = tmp_path / place / "corpus"
+        folder.mkdir(parents=True)
+        _write(folder, "a.md", b"# A\n\ntext\n")
+        _write(folder, "r.jsonl", b'{"id": 1, "text": "one"}\n')
+        with TestPipeline() as p:
+            read = p | ReadDocuments([str(folder / "*")])
+            ids.append(read.documents | beam.Map(lambda d: d.doc_id))
+        assert input_root([str(folder / "*")]) == str(folder)
+    a = document_id(str(tmp_path / "checkout-1/corpus/a.md"), str(tmp_path / "checkout-1/corpus"))
+    b = document_id(str(tmp_path / "x/corpus/a.md"), str(tmp_path / "x/corpus"))
+    assert a == b
+
+
+def test_gzipped_jsonl_is_read_line_by_line(tmp_path):
+    import gzip
+
+    path = tmp_path / "r.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"id": "a", "text": "one"}\n{"id": "b", "text": "two"}\n'))
+    with TestPipeline() as p:
+        read = p | ReadDocuments([str(path)])
+        assert_that(
+            read.documents | beam.Map(lambda d: (d.source.rsplit("/", 1)[1], d.text)),
+            equal_to([("r.jsonl.gz#L1", "one"), ("r.jsonl.gz#L2", "two")]),
         )
 
 

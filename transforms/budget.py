@@ -23,7 +23,7 @@ NAMESPACE = "corpus_chunker"
 @dataclass(frozen=True)
 class BudgetConfig:
     pricing_tokenizer: str = "cl100k_base"
-    model_tokenizer: str | None = None  # folder of the embedding model
+    model_tokenizer: str | None = None  # the embedding model: "default" or a folder
     model_max_tokens: int | None = None  # its max_seq_length, [CLS] and [SEP] included
 
 
@@ -48,7 +48,9 @@ class ChunkBudget:
         self.pricing: Tokenizer = make_tokenizer(config.pricing_tokenizer)
         self.model: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:
-            self.model = make_tokenizer(f"hf:{config.model_tokenizer}")
+            from transforms.embed import resolve_model_path
+
+            self.model = make_tokenizer(f"hf:{resolve_model_path(config.model_tokenizer)}")
 
     def model_count(self, text: str) -> int:
         assert self.model is not None

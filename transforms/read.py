@@ -7,6 +7,8 @@ Unreadable inputs (too large, bad JSON line, record without text) go to the reje
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
@@ -22,26 +24,48 @@ REJECTS = "rejects"
 NAMESPACE = "corpus_chunker"
 
 
-def document_id(source: str) -> str:
-    """A file's doc_id: a stable hash of its URI."""
-    return stable_hash("file", source)
+def relative_source(path: str, root: str) -> str:
+    """`path` relative to the input root, so ids survive moving the corpus (checkout, bucket)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if root and path.startswith(prefix) else path
 
 
-def record_id(path: str, line_no: int, record: dict) -> str:
-    """A JSONL record's doc_id: its own id when it has one, else its file and line."""
-    if record.get("id") not in (None, ""):
-        return stable_hash("record", record["id"])
-    return stable_hash("record", path, line_no)
+def input_root(patterns: Sequence[str]) -> str:
+    """The deepest folder above every pattern's first wildcard ('' when they share none)."""
+    folders = []
+    for pattern in patterns:
+        literal = re.split(r"[*?\[{]", pattern, maxsplit=1)[0]
+        folders.append(literal.rsplit("/", 1)[0] if "/" in literal else "")
+    # character-wise on purpose: commonpath would fold the "//" of gs:// and s3:// URIs
+    common = os.path.commonprefix(folders)  # noqa: RUF071
+    if all(f == common or f.startswith(common + "/") for f in folders):
+        return common
+    return common.rsplit("/", 1)[0] if "/" in common else ""
 
 
-def in_sample(path: str, fraction: float) -> bool:
+def document_id(source: str, root: str = "") -> str:
+    """A file's doc_id: a stable hash of its path under the input root."""
+    return stable_hash("file", relative_source(source, root))
+
+
+def record_id(path: str, line_no: int, record: dict, root: str = "") -> str:
+    """A JSONL record's doc_id: its file and its own id when it has one, else its line."""
+    key = record.get("id")
+    where = relative_source(path, root)
+    if key not in (None, ""):
+        return stable_hash("record", where, type(key).__name__, key)
+    return stable_hash("record", where, "line", line_no)
+
+
+def in_sample(path: str, fraction: float, root: str = "") -> bool:
     """Deterministic file sample for --estimate_sample: the same files on every run."""
     if fraction >= 1.0:
         return True
-    return int(stable_hash("sample", path, length=8), 16) / 0xFFFFFFFF < fraction
+    key = stable_hash("sample", relative_source(path, root), length=8)
+    return int(key, 16) / 0xFFFFFFFF < fraction
 
 
-def parse_jsonl_line(path: str, line_no: int, line: str) -> RawDocument | Reject:
+def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawDocument | Reject:
     """One JSONL line: a record {"id", "text", "title"?, "url"?, "doc_type"?} or a reject."""
     source = f"{path}#L{line_no}"
     try:
@@ -51,7 +75,7 @@ def parse_jsonl_line(path: str, line_no: int, line: str) -> RawDocument | Reject
     if not isinstance(record, dict):
         return Reject(source, "read", "record_not_object", f"line {line_no}: {line[:200]}")
     text = record.get("text")
-    doc_id = record_id(path, line_no, record)
+    doc_id = record_id(path, line_no, record, root)
     if not isinstance(text, str):
         reason = "missing_text" if text is None else "text_not_string"
         return Reject(source, "read", reason, f"line {line_no}: no string 'text' field", doc_id)
@@ -67,8 +91,9 @@ def parse_jsonl_line(path: str, line_no: int, line: str) -> RawDocument | Reject
 
 
 class _ReadFileFn(beam.DoFn):
-    def __init__(self, max_file_bytes: int) -> None:
+    def __init__(self, max_file_bytes: int, root: str) -> None:
         self.max_file_bytes = max_file_bytes
+        self.root = root
         self.files = Metrics.counter(NAMESPACE, "files_read")
         self.records = Metrics.counter(NAMESPACE, "jsonl_records_read")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
@@ -84,7 +109,8 @@ class _ReadFileFn(beam.DoFn):
                 data = f.read(self.max_file_bytes + 1)
         except Exception as e:  # an unreadable file is one reject, never a failed job
             yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject(path, "read", "unreadable", repr(e)[:500], document_id(path))
+                REJECTS,
+                Reject(path, "read", "unreadable", repr(e)[:500], document_id(path, self.root)),
             )
             return
         if len(data) > self.max_file_bytes:
@@ -95,16 +121,17 @@ class _ReadFileFn(beam.DoFn):
                     "read",
                     "too_large",
                     f"over --max_file_bytes={self.max_file_bytes}",
-                    document_id(path),
+                    document_id(path, self.root),
                 ),
             )
             return
         self.bytes_read.inc(len(data))
-        yield RawDocument(source=path, doc_id=document_id(path), data=data)
+        yield RawDocument(source=path, doc_id=document_id(path, self.root), data=data)
 
     def _records(self, readable: fileio.ReadableFile, path: str) -> Iterator:
         with readable.open(compression_type=CompressionTypes.AUTO) as f:
-            for line_no, raw in enumerate(f, start=1):
+            # readline, not iteration: a .jsonl.gz opens as Beam's CompressedFile
+            for line_no, raw in enumerate(iter(f.readline, b""), start=1):
                 try:
                     line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
                 except UnicodeDecodeError as e:
@@ -115,7 +142,7 @@ class _ReadFileFn(beam.DoFn):
                 if not line.strip():
                     continue
                 self.records.inc()
-                out = parse_jsonl_line(path, line_no, line)
+                out = parse_jsonl_line(path, line_no, line, self.root)
                 yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
 
 
@@ -138,6 +165,7 @@ class ReadDocuments(beam.PTransform):
         self.patterns = list(patterns)
         self.max_file_bytes = max_file_bytes
         self.sample = sample
+        self.root = input_root(self.patterns)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.DoOutputsTuple:
         return (
@@ -146,10 +174,12 @@ class ReadDocuments(beam.PTransform):
             | "Match files" >> fileio.MatchAll()
             | "Paths" >> beam.Map(lambda metadata: metadata.path)
             | "Dedupe paths" >> beam.Distinct()
-            | "Sample files" >> beam.Filter(in_sample, self.sample)
+            | "Sample files" >> beam.Filter(in_sample, self.sample, self.root)
             | "Open files" >> fileio.ReadMatches()
             | "Read contents"
-            >> beam.ParDo(_ReadFileFn(self.max_file_bytes)).with_outputs(REJECTS, main="documents")
+            >> beam.ParDo(_ReadFileFn(self.max_file_bytes, self.root)).with_outputs(
+                REJECTS, main="documents"
+            )
         )
 
 

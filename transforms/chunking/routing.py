@@ -19,6 +19,7 @@ from schemas.records import Chunk, Document, Reject, stable_hash
 from transforms.chunking.base import Chunker, ChunkSpan, trim
 from transforms.chunking.recursive import recursive_split
 from transforms.chunking.tokens import Tokenizer, make_tokenizer
+from transforms.embed import resolve_model_path
 
 NAMESPACE = "corpus_chunker"
 REJECTS = "rejects"
@@ -56,7 +57,7 @@ class ChunkingConfig:
     strategies: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_STRATEGY_BY_TYPE))
     header_reserve: int = 0  # tokens left free in every chunk for its context header
     parent_chunk_size: int | None = None
-    # The embedding model's tokenizer folder and its limit in word pieces (specials included).
+    # The embedding model (flag value: "default" or a folder) and its limit in word pieces.
     model_tokenizer: str | None = None
     model_max_tokens: int | None = None
     model_header_reserve: int = 0  # word pieces left free for the header in the model's count
@@ -91,6 +92,22 @@ class ChunkingConfig:
         return self.chunk_size - self.header_reserve
 
 
+def _drop_nested(spans: list[ChunkSpan]) -> list[ChunkSpan]:
+    """Drop spans lying wholly inside an earlier one.
+
+    Re-splitting overlapping chunks for the model can make the tail piece of one chunk equal
+    to, or fall inside, the head piece of the next; the text is in the kept span already.
+    """
+    out: list[ChunkSpan] = []
+    furthest = -1
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if span.end <= furthest:
+            continue
+        out.append(span)
+        furthest = span.end
+    return out
+
+
 class DocumentChunker:
     """Pure core of the chunk stage: builds the strategy table once, chunks documents."""
 
@@ -100,14 +117,23 @@ class DocumentChunker:
         self._chunkers: dict[tuple[str, int], Chunker] = {}
         self.model_tokenizer: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:
-            self.model_tokenizer = make_tokenizer(f"hf:{config.model_tokenizer}")
+            # Resolved here, on the worker: the bundled model's folder differs between the
+            # launcher's environment and a worker image.
+            folder = resolve_model_path(config.model_tokenizer)
+            self.model_tokenizer = make_tokenizer(f"hf:{folder}")
 
     def chunker(self, doc_type: str, size: int) -> Chunker:
         name = self.config.strategies.get(doc_type, "recursive")
         key = (name, size)
         if key not in self._chunkers:
             overlap = self.config.chunk_overlap if size == self.config.body_size else 0
-            self._chunkers[key] = strategy_class(name)(self.tokenizer, size, overlap)
+            cls = strategy_class(name)
+            if name == "semantic":  # it embeds sentences with the job's model
+                self._chunkers[key] = cls(
+                    self.tokenizer, size, overlap, model_path=self.config.model_tokenizer
+                )
+            else:
+                self._chunkers[key] = cls(self.tokenizer, size, overlap)
         return self._chunkers[key]
 
     def spans(self, doc: Document) -> list[tuple[ChunkSpan, int | None]]:
@@ -142,30 +168,41 @@ class DocumentChunker:
         spans = chunker.chunk(text, language)
         if self.model_tokenizer is None:
             return spans
-        limit = self.model_budget
         out: list[ChunkSpan] = []
         for span in spans:
             piece = text[span.start : span.end]
-            if self.model_tokenizer.count(piece) <= limit:
+            if self.model_tokenizer.count(piece) <= self.model_budget:
                 out.append(span)
                 continue
-            # The embedding model would truncate this chunk: split it in the model's own
-            # word pieces, so every piece is read whole.
-            model_doc = self.model_tokenizer.tokenize(piece)
-            for s, e in recursive_split(model_doc, 0, len(piece), limit):
-                s, e = trim(piece, s, e)
-                if s < e:
-                    sub = piece[s:e]
-                    out.append(
-                        ChunkSpan(
-                            span.start + s,
-                            span.start + e,
-                            self.tokenizer.count(sub),
-                            span.section_path,
-                            span.strategy,
-                        )
+            # The embedding model would truncate this chunk: split it in the model's own word
+            # pieces (each piece proved by its alone-count), so every piece is read whole.
+            for s, e in self._model_pieces(piece):
+                sub = piece[s:e]
+                out.append(
+                    ChunkSpan(
+                        span.start + s,
+                        span.start + e,
+                        self.tokenizer.count(sub),
+                        span.section_path,
+                        span.strategy,
                     )
-        return out
+                )
+        return _drop_nested(out)
+
+    def _model_pieces(self, piece: str) -> list[tuple[int, int]]:
+        assert self.model_tokenizer is not None
+        model_doc = self.model_tokenizer.tokenize(piece)
+        budget = self.model_budget
+        while True:
+            pieces = [
+                trim(piece, s, e) for s, e in recursive_split(model_doc, 0, len(piece), budget)
+            ]
+            pieces = [(s, e) for s, e in pieces if s < e]
+            if all(self.model_tokenizer.count(piece[s:e]) <= self.model_budget for s, e in pieces):
+                return pieces
+            if budget <= 8:
+                raise ValueError("cannot fit a piece into the embedding model's limit")
+            budget -= max(1, budget // 16)
 
     @property
     def model_budget(self) -> int:
@@ -181,6 +218,7 @@ class DocumentChunker:
             is_parent = self.config.parent_chunk_size is not None and parent is None
             chunk_id = stable_hash(
                 "chunk",
+                doc.doc_id,
                 doc.content_hash,
                 span.start,
                 span.end,

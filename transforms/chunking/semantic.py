@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan
-from transforms.chunking.recursive import recursive_split
+from transforms.chunking.recursive import recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
 
@@ -81,8 +81,10 @@ class SemanticChunker(Chunker):
             edges = sorted({starts[i] for i in cuts} - {0})
             bounds = [0, *edges, len(text)]
             groups = list(itertools.pairwise(bounds))
-        spans = []
+        segments = []
         for start, end in groups:
-            for s, e in recursive_split(doc, start, end, self.chunk_size):
-                spans.append(ChunkSpan(s, e, strategy=self.strategy))
-        return spans
+            segments += recursive_split(doc, start, end, self.chunk_size - self.chunk_overlap)
+        return [
+            ChunkSpan(s, e, strategy=self.strategy)
+            for s, e in with_overlap(doc, segments, self.chunk_overlap)
+        ]
