@@ -8,6 +8,10 @@ export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+# Elsewhere than this machine (whose pip finds the CPU wheel on local disk), point this at
+# https://download.pytorch.org/whl/cpu so torch comes without gigabytes of CUDA libraries.
+TORCH_INDEX ?=
 DEMO_OUT ?= out/demo
 DEMO_FLAGS ?=
 
@@ -19,7 +23,7 @@ setup: $(STAMP)
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip
-	$(PIP) install -q "torch==2.13.0" -c constraints.txt
+	$(PIP) install -q "torch==2.13.0" -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PIP) install -q -c constraints.txt -e ".[gcp,dev]"
 	$(PY) -c "from transforms.chunking.tokens import seed_tiktoken_cache; print('tiktoken files in', seed_tiktoken_cache())"
 	touch $(STAMP)

@@ -35,7 +35,7 @@ setup(
     packages=find_packages(
         include=["pipelines", "pipelines.*", "transforms", "transforms.*", "schemas", "schemas.*"]
     ),
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     install_requires=REQUIRES,
     extras_require={
         "gcp": ["apache-beam[gcp]>=2.77,<2.78"],

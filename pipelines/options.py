@@ -242,6 +242,15 @@ def _absolute(pattern: str) -> str:
     return pattern if "://" in pattern else os.path.abspath(pattern)
 
 
+def _named_flag_errors(cls: type, **fields: Any) -> Any:
+    """Build a config whose field names are flag names; its errors then name the flag."""
+    try:
+        return cls(**fields)
+    except ValueError as e:
+        message = str(e).replace("max_header_tokens", "context_max_tokens")
+        raise ValueError(message if message.startswith("--") else f"--{message}") from None
+
+
 def config_from_options(options: PipelineOptions) -> JobConfig:
     """Validate the flags (errors name the flag) and freeze them into a JobConfig."""
     from transforms.boilerplate import BoilerplateConfig
@@ -262,6 +271,32 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
     if o.previous_output and o.output and _absolute(o.previous_output) == _absolute(o.output):
         raise ValueError("--previous_output must differ from --output (the run replaces it)")
+    positive = {
+        "context_max_tokens": o.context_max_tokens,
+        "llm_context_tokens": o.llm_context_tokens,
+        "llm_concurrency": o.llm_concurrency,
+        "llm_timeout_s": o.llm_timeout_s,
+        "chunk_size": o.chunk_size,
+    }
+    for name, value in positive.items():
+        if value <= 0:
+            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
+    if o.extract_timeout_s < 0:
+        raise ValueError(
+            f"--extract_timeout_s must be >= 0 (0: no limit), got {o.extract_timeout_s}"
+        )
+    if o.llm_max_retries < 0:
+        raise ValueError(f"--llm_max_retries must be >= 0, got {o.llm_max_retries}")
+    if o.boilerplate_min_docs < 2:
+        raise ValueError(f"--boilerplate_min_docs must be at least 2, got {o.boilerplate_min_docs}")
+    if not 0.0 < o.boilerplate_min_fraction <= 1.0:
+        raise ValueError(
+            f"--boilerplate_min_fraction must be in (0, 1], got {o.boilerplate_min_fraction}"
+        )
+    if o.context == "llm" and not (o.llm_base_url and o.llm_model):
+        raise ValueError("--context=llm needs --llm_base_url and --llm_model")
+    if o.chunk_overlap is not None and o.chunk_overlap < 0:
+        raise ValueError(f"--chunk_overlap must be >= 0, got {o.chunk_overlap}")
     if o.max_file_bytes <= 0:
         raise ValueError(f"--max_file_bytes must be positive, got {o.max_file_bytes}")
 
@@ -282,7 +317,8 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     if o.embedding_batch_size < 1 or o.embedding_max_batch < 1:
         raise ValueError("--embedding_batch_size and --embedding_max_batch must be positive")
 
-    context = ContextConfig(
+    context = _named_flag_errors(
+        ContextConfig,
         mode=o.context,
         chunk_size=o.chunk_size,
         tokenizer=o.tokenizer,

@@ -59,6 +59,8 @@ def chunk_schema(embedding_dim: int | None) -> pa.Schema:
     )
 
 
+CHUNK_COLUMNS = tuple(chunk_schema(None).names)
+
 DOCUMENT_SCHEMA = pa.schema(
     [
         _f("doc_id", pa.string(), "stable hash of the source URI or the record id", False),
@@ -100,4 +102,4 @@ def chunk_row(chunk: Chunk) -> dict:
     row = {f.name: getattr(chunk, f.name) for f in dataclasses.fields(chunk)}
     row["section_path"] = list(chunk.section_path)
     row["embedding"] = list(chunk.embedding) if chunk.embedding is not None else None
-    return {name: row[name] for name in chunk_schema(None).names}
+    return {name: row[name] for name in CHUNK_COLUMNS}

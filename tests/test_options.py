@@ -1,0 +1,78 @@
+"""Bad flags fail before the pipeline starts, with an error that names the flag."""
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.chunk_corpus import main
+from pipelines.options import config_from_options
+
+
+def config(*flags):
+    return config_from_options(PipelineOptions(["--input", "x/*", "--output", "o", *flags]))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--chunk_size=0"], "--chunk_size"),
+        (["--chunk_size=40"], "--chunk_size=40"),
+        (["--chunk_overlap=-1"], "--chunk_overlap"),
+        (["--chunk_overlap=90"], "--chunk_overlap=90"),
+        (["--boilerplate_min_docs=1"], "--boilerplate_min_docs"),
+        (["--boilerplate_min_fraction=0"], "--boilerplate_min_fraction"),
+        (["--context_max_tokens=0"], "--context_max_tokens"),
+        (["--llm_concurrency=0"], "--llm_concurrency"),
+        (["--context=llm"], "--llm_base_url"),
+        (["--embedding_model=/tmp"], "--embedding_model='/tmp'"),
+        (["--estimate_sample=0.5"], "--estimate_sample"),
+        (["--estimate", "--estimate_sample=0"], "--estimate_sample"),
+        (["--price_per_million_tokens=-1"], "--price_per_million_tokens"),
+        (["--extract_timeout_s=-1"], "--extract_timeout_s"),
+        (["--parent_chunk_size=100"], "--parent_chunk_size=100"),
+        (["--previous_output=o"], "--previous_output"),
+    ],
+)
+def test_bad_flag_is_named(flags, message):
+    with pytest.raises(ValueError, match=message.replace("*", r"\*")):
+        config(*flags)
+
+
+def test_defaults_are_valid_and_fingerprinted():
+    c = config("--embedding_model=none")
+    assert c.chunking.chunk_size == 192
+    assert c.chunking.chunk_overlap == 32
+    assert c.chunking.header_reserve == 34
+    assert len(c.fingerprint) == 16
+    assert (
+        c.fingerprint
+        == config("--embedding_model=none", "--price_per_million_tokens=1").fingerprint
+    )
+    assert c.fingerprint != config("--embedding_model=none", "--chunk_size=256").fingerprint
+
+
+def test_main_prints_the_error_and_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(
+        "sys.argv", ["corpus-chunker", "--input", "x", "--output", "o", "--chunk_size=0"]
+    )
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 2
+    assert "corpus-chunker: error: --chunk_size" in capsys.readouterr().err
+
+
+def test_help_lists_every_project_flag(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["corpus-chunker", "--help"])
+    main()
+    out = capsys.readouterr().out
+    for flag in (
+        "--input",
+        "--chunk_size",
+        "--strategy_code",
+        "--context",
+        "--estimate",
+        "--previous_output",
+        "--price_per_million_tokens",
+        "--embedding_model",
+    ):
+        assert flag in out
+    assert "default 192" in out
