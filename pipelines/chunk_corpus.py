@@ -117,8 +117,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
     )
     with_context = split.children | "Add context" >> AddContext(config.context)
     parents = split.parents | "Flatten parents" >> beam.FlatMap(lambda chunks: chunks)
-    counted = (with_context, parents) | "All chunks" >> beam.Flatten()
-    counted = counted | "Count chunk tokens" >> CountChunkTokens(
+    counted = with_context | "Count chunk tokens" >> CountChunkTokens(
         BudgetConfig(
             pricing_tokenizer=config.pricing_tokenizer,
             model_tokenizer=config.embedding.model if config.embedding.path else None,
@@ -129,21 +128,20 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
     reject_parts = [read.rejects, extracted.rejects, chunked.rejects]
     if config.embeds:
         handler = SentenceTransformerHandler(
-            config.embedding.path,
+            config.embedding.model,
             config.embedding.dimension,
             device=config.embedding.device,
             encode_batch_size=config.embedding.batch_size,
             max_batch_size=config.embedding.max_batch,
         )
-        children = counted | "Children" >> beam.Filter(lambda c: not c.is_parent)
-        parent_chunks = counted | "Parents" >> beam.Filter(lambda c: c.is_parent)
-        embedded, embed_rejects = children | "Embed chunks" >> EmbedChunks(
+        embedded, embed_rejects = counted | "Embed chunks" >> EmbedChunks(
             handler, config.embedding.model
         )
-        final_chunks = (embedded, parent_chunks) | "Embedded and parents" >> beam.Flatten()
         reject_parts.append(embed_rejects)
     else:
-        final_chunks = counted
+        embedded = counted
+    # Parents are written for small-to-big retrieval, never embedded or priced.
+    final_chunks = (embedded, parents) | "Chunks and parents" >> beam.Flatten()
     rejects = tuple(reject_parts) | "All rejects" >> beam.Flatten()
     out_documents = chunked.chunked | "Chunked documents" >> beam.Map(lambda item: item[0])
     tables = {"chunks": final_chunks, "rejects": rejects}
@@ -154,7 +152,9 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         out_documents = (out_documents, routed.unchanged) | "All documents" >> beam.Flatten()
         extra_events = [
             routed.unchanged | "Unchanged events" >> beam.Map(unchanged_event),
-            reused | "Reused events" >> beam.Map(lambda _: (accounting.REUSED,)),
+            reused
+            | "Reused events"
+            >> beam.Map(lambda row: (accounting.REUSED, row["embed_tokens"] or 0)),
             routed.removed | "Removed events" >> beam.Map(lambda _: (accounting.REMOVED,)),
         ]
     tables["documents"] = out_documents

@@ -24,7 +24,7 @@ CHUNK = "chunk"  # ("chunk", doc_type, strategy, text_tokens, embed_tokens, head
 REJECT = "reject"  # ("reject", stage, reason, chunk_level)
 LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits)
 UNCHANGED = "unchanged"  # ("unchanged", doc_type): chunks reused from --previous_output
-REUSED = "reused"  # ("reused",) one chunk row copied from --previous_output
+REUSED = "reused"  # ("reused", embed_tokens) one chunk row copied from --previous_output
 REMOVED = "removed"  # ("removed",) a document of the previous run no longer in the input
 
 
@@ -95,6 +95,7 @@ class CostReportFn(beam.CombineFn):
             "documents_unchanged": 0,
             "documents_removed": 0,
             "chunks_reused": 0,
+            "reused_embedded_tokens": 0,
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
             "rejects": {},
@@ -120,6 +121,7 @@ class CostReportFn(beam.CombineFn):
             acc["documents_unchanged"] += 1
         elif kind == REUSED:
             acc["chunks_reused"] += 1
+            acc["reused_embedded_tokens"] += event[1]
         elif kind == REMOVED:
             acc["documents_removed"] += 1
         elif kind == DOC:
@@ -172,6 +174,7 @@ class CostReportFn(beam.CombineFn):
                 "documents_unchanged",
                 "documents_removed",
                 "chunks_reused",
+                "reused_embedded_tokens",
                 "boilerplate_lines_removed",
                 "boilerplate_tokens_removed",
                 "chunk_rejects",
@@ -239,8 +242,11 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "price_per_million_tokens": pricing.price_per_million_tokens,
         "cost_usd": total["cost_usd"],
         "cost_per_document_usd": total["cost_usd"] / documents_chunked if documents_chunked else 0,
-        # Changing chunk size or overlap means embedding everything again: this is that bill.
-        "rechunk_cost_usd": total["cost_usd"],
+        # Changing chunk size or overlap means embedding everything again, the chunks reused
+        # from a previous run included: this is that bill.
+        "rechunk_cost_usd": (totals["embedded_tokens"] + acc["reused_embedded_tokens"])
+        * pricing.price_per_million_tokens
+        / 1e6,
         "llm_context": llm,
         "total_cost_usd": total["cost_usd"] + llm["cost_usd"],
         "context_sources": dict(sorted(acc["context_sources"].items())),

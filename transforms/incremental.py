@@ -49,6 +49,10 @@ class _Route(beam.DoFn):
     def process(self, item: tuple[str, dict]) -> Iterator:
         _, grouped = item
         previous_hashes = set(grouped["previous"])
+        # A document some of whose chunks failed to embed last time is rebuilt, so a rerun
+        # retries them rather than copying an incomplete set of rows.
+        if list(grouped["embed_failed"]):
+            previous_hashes = set()
         docs = list(grouped["current"])
         if not docs:
             self.removed.inc()
@@ -79,9 +83,19 @@ class SplitUnchanged(beam.PTransform):
             )
             | "Key previous" >> beam.Map(lambda row: (row["doc_id"], row["content_hash"]))
         )
+        failed = (
+            docs.pipeline
+            | "Read previous rejects"
+            >> ReadFromParquet(
+                FileSystems.join(self.previous.output, "rejects", "*.parquet"),
+                columns=["doc_id", "stage"],
+            )
+            | "Embedding failures" >> beam.Filter(lambda row: row["stage"] == "embed")
+            | "Key failures" >> beam.Map(lambda row: (row["doc_id"], True))
+        )
         current = docs | "Key current" >> beam.Map(lambda d: (d.doc_id, d))
         return (
-            {"current": current, "previous": previous}
+            {"current": current, "previous": previous, "embed_failed": failed}
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, REMOVED, main="changed")
         )

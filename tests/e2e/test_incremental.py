@@ -1,10 +1,14 @@
 """Nightly rebuilds: unchanged documents keep their chunks, changed ones are re-chunked."""
 
+import os
 import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines.chunk_corpus import run
+from schemas.arrow import REJECT_SCHEMA
 from tests.tables import manifest, report, rows
 
 
@@ -43,12 +47,45 @@ def test_incremental_rebuild_reuses_unchanged_documents(tmp_path):
         "d.txt",
     }
     assert manifest(night2)["previous_output"] == night1
+    # re-embedding everything would also pay for the reused chunks
+    reused_tokens = sum(c["embed_tokens"] for c in reused)
+    assert r["rechunk_cost_usd"] == pytest.approx(
+        (r["embedded_tokens"] + reused_tokens) * 0.02 / 1e6
+    )
 
     # a different config rebuilds everything, reusing nothing
     night3 = str(tmp_path / "night3")
     run([*flags, "--output", night3, "--previous_output", night1, "--chunk_size=100"])
     assert report(night3)["documents_unchanged"] == 0
     assert report(night3)["documents_chunked"] == 3
+
+
+@pytest.mark.slow
+def test_documents_with_failed_embeddings_are_rebuilt(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Alpha\n\nThe first document. " * 20)
+    flags = ["--input", str(corpus / "*"), "--embedding_model=none"]
+    night1 = str(tmp_path / "night1")
+    run([*flags, "--output", night1])
+    (doc,) = rows(night1, "documents")
+    # as if one of a.md's chunks had failed in the embedding stage last night
+    failed = {
+        "source": doc["source"],
+        "doc_id": doc["doc_id"],
+        "chunk_id": "c",
+        "stage": "embed",
+        "reason": "embedding_failed",
+        "error": "OOM",
+    }
+    pq.write_table(
+        pa.Table.from_pylist([failed], schema=REJECT_SCHEMA),
+        os.path.join(night1, "rejects", "extra.parquet"),
+    )
+    night2 = str(tmp_path / "night2")
+    run([*flags, "--output", night2, "--previous_output", night1])
+    assert report(night2)["documents_unchanged"] == 0
+    assert report(night2)["documents_chunked"] == 1
 
 
 def test_previous_output_must_be_a_complete_run(tmp_path):
