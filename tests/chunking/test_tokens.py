@@ -91,7 +91,7 @@ ALPHABET = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join), st.data())
 def test_count_span_equals_encoding_alone(text, data):
     for name in ("cl100k_base", "o200k_base"):
