@@ -1,0 +1,427 @@
+"""Embedding throughput: `model.encode` called directly vs the pipeline's EmbedChunks stage.
+
+Both embed the same real chunks (the samples corpus, then Python's standard library sources and
+its pydoc topics, chunked with the job's defaults and given path headers). The report is a
+Markdown table of word pieces/s and cl100k tokens/s, set against the FLOP bound of this
+machine (a large fp32 matmul measured with torch).
+
+    python -m bench.embedding --chunks 3000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import glob
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STDLIB = os.path.dirname(os.__file__)
+CHUNK_SIZE = 192
+HEADER_TOKENS = 32
+MODEL_NAME = "default"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the chunks -----------------------------------------------------------------------------
+
+
+def _raw_documents() -> Iterator:
+    """Samples corpus first, then stdlib modules and pydoc topics, alternating (code and prose)."""
+    from schemas.records import RawDocument
+    from transforms.read import document_id, parse_jsonl_line
+
+    samples = sorted(glob.glob(os.path.join(REPO, "samples", "**", "*"), recursive=True))
+    for path in samples:
+        if not os.path.isfile(path) or f"{os.sep}bad{os.sep}" in path:
+            continue
+        if path.endswith(".jsonl"):
+            with open(path, encoding="utf-8") as f:
+                for line_no, line in enumerate(f, 1):
+                    raw = parse_jsonl_line(path, line_no, line)
+                    if isinstance(raw, RawDocument):
+                        yield raw
+            continue
+        with open(path, "rb") as f:
+            yield RawDocument(source=path, doc_id=document_id(path), data=f.read())
+
+    from pydoc_data.topics import topics
+
+    modules = sorted(glob.glob(os.path.join(STDLIB, "*.py")))
+    topic_path = os.path.join(STDLIB, "pydoc_data", "topics.py")
+    names = sorted(topics)
+    for i in range(max(len(modules), len(names))):
+        if i < len(modules):
+            with open(modules[i], "rb") as f:
+                yield RawDocument(source=modules[i], doc_id=document_id(modules[i]), data=f.read())
+        if i < len(names):
+            source = f"{topic_path}#{names[i]}"
+            yield RawDocument(
+                source=source,
+                doc_id=document_id(source),
+                text=topics[names[i]],
+                title=names[i],
+                hint_type="text",
+            )
+
+
+def collect_chunks(n: int, model_path: str) -> list:
+    """The first `n` chunks of the real corpus, with path headers and token counts set."""
+    from transforms.budget import BudgetConfig, ChunkBudget
+    from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+    from transforms.chunking.tokens import make_tokenizer
+    from transforms.context import CONTEXT_JOINER, fit_header, path_header
+    from transforms.extract import ExtractError, extract_document
+    from transforms.html import html_to_markdown
+
+    config = ChunkingConfig(
+        chunk_size=CHUNK_SIZE,
+        chunk_overlap=32,
+        header_reserve=HEADER_TOKENS + len(CONTEXT_JOINER),
+        model_tokenizer=model_path,
+        model_max_tokens=256,
+        model_header_reserve=16,
+        config_fingerprint="bench",
+    )
+    chunker = DocumentChunker(config)
+    cl100k = make_tokenizer("cl100k_base")
+    budget = ChunkBudget(BudgetConfig("cl100k_base", model_path, 256))
+    chunks = []
+    for raw in _raw_documents():
+        try:
+            doc = extract_document(raw, html_to_markdown)
+        except ExtractError:
+            continue
+        for chunk in chunker.chunk_document(doc):
+            header = fit_header(path_header(chunk), chunk.text, CHUNK_SIZE, cl100k, HEADER_TOKENS)
+            chunk = dataclasses.replace(chunk, context=header, context_source="path")
+            chunks.append(budget.apply(chunk)[0])
+        if len(chunks) >= n:
+            break
+    return chunks[:n]
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+def matmul_gflops(n: int = 2048, repeats: int = 5) -> list[float]:
+    """fp32 GFLOP/s of `repeats` n x n matmuls on torch's default threads."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm up the kernels and the thread pool
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        rates.append(2 * n**3 / (time.perf_counter() - started) / 1e9)
+    return rates
+
+
+def timed(run) -> tuple[float, float]:
+    """(wall, CPU) seconds of `run()`; CPU counts every thread of this process."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def padding_efficiency(texts: list[str], pieces: list[int], batch_size: int) -> float:
+    """Real / padded word pieces when `encode` sorts one call by characters, as it does."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    padded = 0
+    for start in range(0, len(order), batch_size):
+        batch = [pieces[i] for i in order[start : start + batch_size]]
+        padded += max(batch) * len(batch)
+    return sum(pieces) / padded
+
+
+def padding_efficiency_sorted(pieces: list[int], batch_size: int) -> float:
+    """Real / padded word pieces when the whole set is cut in word-piece order."""
+    return pipeline_padding_efficiency(pieces, len(pieces), batch_size)
+
+
+def pipeline_padding_efficiency(pieces: list[int], beam_batch: int, batch_size: int) -> float:
+    """Real / padded word pieces when each Beam batch (arrival order) is cut as the handler does."""
+    from transforms.embed import length_sorted_batches
+
+    padded = 0
+    for start in range(0, len(pieces), beam_batch):
+        part = pieces[start : start + beam_batch]
+        padded += sum(
+            max(part[i] for i in run) * len(run) for run in length_sorted_batches(part, batch_size)
+        )
+    return sum(pieces) / padded
+
+
+def encode_sorted(model, texts: list[str], pieces: list[int], batch_size: int) -> None:
+    """`encode` one pass at a time over the whole set in word-piece order (the least padding)."""
+    from transforms.embed import length_sorted_batches
+
+    for run in length_sorted_batches(pieces, batch_size):
+        model.encode(
+            [texts[i] for i in run],
+            batch_size=len(run),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+
+
+def encode_direct(model, texts: list[str], batch_size: int) -> None:
+    model.encode(
+        texts,
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+
+
+def run_pipeline(
+    chunks: list,
+    model_path: str,
+    dimension: int,
+    runner: str,
+    encode_batch_size: int,
+    max_batch: int,
+) -> dict:
+    """A whole Beam run of EmbedChunks (model load included); returns its metrics."""
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.embed import EmbedChunks, SentenceTransformerHandler
+
+    p = beam.Pipeline(options=PipelineOptions([f"--runner={runner}"]))
+    handler = SentenceTransformerHandler(
+        model_path,
+        dimension,
+        device="cpu",
+        encode_batch_size=encode_batch_size,
+        max_batch_size=max_batch,
+    )
+    _ = p | "Chunks" >> beam.Create(chunks) | "Embed" >> EmbedChunks(handler, MODEL_NAME)
+    result = p.run()
+    result.wait_until_finish()
+
+    metrics = result.metrics().query(MetricsFilter())
+    out: dict = {}
+    for counter in metrics["counters"]:
+        out[counter.key.metric.name] = counter.committed
+    for dist in metrics["distributions"]:
+        out[dist.key.metric.name] = dist.committed
+    if out.get("chunks_embedded") != len(chunks):
+        raise RuntimeError(f"the pipeline embedded {out.get('chunks_embedded')} of {len(chunks)}")
+    return out
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    path: str
+    batch: str
+    padding_kept: float  # real / padded word pieces of this way of batching
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    cpu_seconds: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+@dataclass
+class Bench:
+    chunks: list
+    texts: list[str]
+    pieces: list[int]  # model word pieces a chunk, specials included, capped at max_seq_length
+    cl100k: int
+    params: int
+    embedding_params: int
+    gflops: list[float]  # fp32 matmul rates, measured before every round
+
+
+def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
+    import torch
+
+    pieces = sum(bench.pieces)
+    n = len(bench.chunks)
+    best_direct = min((r for r in rows if r.path == "direct encode"), key=lambda r: r.median)
+    best_peak, median_peak = max(bench.gflops), statistics.median(bench.gflops)
+    dense = bench.params - bench.embedding_params
+    bound = best_peak * 1e9 / (2 * bench.params)
+    dense_bound = best_peak * 1e9 / (2 * dense)
+    doc_types: dict[str, int] = {}
+    for c in bench.chunks:
+        doc_types[c.doc_type] = doc_types.get(c.doc_type, 0) + 1
+    lines = [
+        f"{datetime.date.today().isoformat()}; {os.cpu_count()} cores "
+        f"({platform.machine()}), torch {torch.__version__} on {torch.get_num_threads()} threads; "
+        f"median of {args.repeats} runs, interleaved.",
+        "",
+        f"{n} chunks ({', '.join(f'{k} {v}' for k, v in sorted(doc_types.items()))}): "
+        f"{pieces:,} model word pieces (specials included), {bench.cl100k:,} cl100k tokens, "
+        f"{pieces / n:.0f} word pieces a chunk.",
+        "",
+        "| path | forward pass | median s (min-max) | CPU s | chunks/s | word pieces/s "
+        "| cl100k tok/s | vs best direct | padding kept | % of 2NT bound | % of dense bound |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        rate = pieces / r.median
+        lines.append(
+            f"| {r.path} | {r.batch} | {r.median:.1f} ({min(r.seconds):.1f}-{max(r.seconds):.1f}) "
+            f"| {statistics.median(r.cpu_seconds):.1f} | {n / r.median:.1f} | {rate:,.0f} "
+            f"| {bench.cl100k / r.median:,.0f} "
+            f"| {best_direct.median / r.median:.2f} | {r.padding_kept:.2f} "
+            f"| {100 * rate / bound:.0f}% | {100 * rate / dense_bound:.0f}% |"
+        )
+    lines += [
+        "",
+        f"- 2NT bound: {bench.params:,} parameters x 2 FLOP a word piece at the fp32 matmul peak "
+        f"of {best_peak:.0f} GFLOP/s (best of {len(bench.gflops)} 2048x2048 torch matmuls, "
+        f"median {median_peak:.0f}) = "
+        f"{bound:,.0f} word pieces/s, {pieces / bound:.0f} s for this set.",
+        f"- Dense bound: {bench.embedding_params:,} of those parameters are the embedding "
+        f"tables, looked up and not multiplied; the other {dense:,} give {dense_bound:,.0f} "
+        "word pieces/s. Attention scores and padded positions are extra work that neither bound "
+        "counts.",
+        "- CPU s: CPU time of the whole process, all threads (less disturbed than wall time by "
+        "other jobs on the machine, but spinning threads count too).",
+        "- Padding kept: real / padded word pieces. `encode` sorts one call by characters; the "
+        "pipeline sorts each Beam batch by word pieces.",
+    ]
+    pipeline = next((r for r in rows if r.path.startswith("pipeline")), None)
+    if pipeline is not None:
+        # Runs next to each other in time share the machine's other load: compare them in pairs.
+        for kind, direct, piped in (
+            ("wall", best_direct.seconds, pipeline.seconds),
+            ("CPU", best_direct.cpu_seconds, pipeline.cpu_seconds),
+        ):
+            paired = [d / p for d, p in zip(direct, piped, strict=True)]
+            lines.append(
+                f"- Pipeline speed / best direct encode ({best_direct.batch}), run by run, in "
+                f"{kind} time: median {statistics.median(paired):.2f} "
+                f"({min(paired):.2f}-{max(paired):.2f})."
+            )
+    batch_size = pipeline_metrics.get("batch_size")
+    load = pipeline_metrics.get("load_model_latency_milli_secs")
+    if batch_size is not None and batch_size.count:
+        lines.append(
+            f"- Pipeline (last run): {batch_size.count} Beam batches of {batch_size.min} to "
+            f"{batch_size.max} chunks (mean {batch_size.mean:.1f})"
+            + (f"; model load {load.mean / 1000:.1f} s, included" if load and load.count else "")
+            + f"; chunks_truncated {pipeline_metrics.get('chunks_truncated', 0)}."
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=3000, help="Chunks to embed (3000).")
+    parser.add_argument("--repeats", type=int, default=3, help="Runs of each measurement (3).")
+    parser.add_argument(
+        "--batch-sizes", default="16,32,64,128", help="encode batch sizes to try (16,32,64,128)."
+    )
+    parser.add_argument("--runner", default="FnApiRunner", help="Beam runner (FnApiRunner).")
+    parser.add_argument(
+        "--encode-batch-size", type=int, default=32, help="The pipeline's forward pass (32)."
+    )
+    parser.add_argument("--max-batch", type=int, default=256, help="The pipeline's Beam batch.")
+    parser.add_argument(
+        "--skip-sorted", action="store_true", help="Skip encode in word-piece order."
+    )
+    parser.add_argument("--skip-pipeline", action="store_true", help="Skip the pipeline.")
+    args = parser.parse_args(argv)
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    from sentence_transformers import SentenceTransformer
+
+    from transforms.embed import read_model_info, resolve_model_path
+
+    info = read_model_info(resolve_model_path(MODEL_NAME))
+    started = time.perf_counter()
+    chunks = collect_chunks(args.chunks, info.path)
+    _log(f"{len(chunks)} chunks in {time.perf_counter() - started:.1f} s")
+    texts = [c.embed_text() for c in chunks]
+    model = SentenceTransformer(info.path, device="cpu")
+    ids = model.tokenizer(texts, add_special_tokens=True)["input_ids"]
+    bench = Bench(
+        chunks=chunks,
+        texts=texts,
+        pieces=[min(len(i), model.max_seq_length) for i in ids],
+        cl100k=sum(c.embed_tokens for c in chunks),
+        params=sum(p.numel() for p in model.parameters()),
+        embedding_params=sum(
+            p.numel() for name, p in model.named_parameters() if "embeddings" in name
+        ),
+        gflops=[],
+    )
+    model.encode(texts[:64], batch_size=32, show_progress_bar=False)  # warm-up
+
+    ebs = args.encode_batch_size
+    runs = [
+        (
+            Row("direct encode", str(bs), padding_efficiency(texts, bench.pieces, bs)),
+            lambda bs=bs: encode_direct(model, texts, bs),
+        )
+        for bs in batch_sizes
+    ]
+    if not args.skip_sorted:
+        runs.append(
+            (
+                Row(
+                    "direct encode, word-piece order",
+                    str(ebs),
+                    padding_efficiency_sorted(bench.pieces, ebs),
+                ),
+                lambda: encode_sorted(model, texts, bench.pieces, ebs),
+            )
+        )
+    pipeline_metrics: dict = {}
+    if not args.skip_pipeline:
+
+        def pipeline() -> None:
+            pipeline_metrics.update(
+                run_pipeline(chunks, info.path, info.dimension, args.runner, ebs, args.max_batch)
+            )
+
+        runs.append(
+            (
+                Row(
+                    f"pipeline: EmbedChunks, {args.runner}",
+                    f"{ebs}, Beam batches of {args.max_batch}",
+                    pipeline_padding_efficiency(bench.pieces, args.max_batch, ebs),
+                ),
+                pipeline,
+            )
+        )
+    for repeat in range(args.repeats):
+        bench.gflops += matmul_gflops()
+        _log(f"[{repeat}] matmul: best {max(bench.gflops):.0f} GFLOP/s so far")
+        for row, run in runs:
+            wall, cpu = timed(run)
+            row.seconds.append(wall)
+            row.cpu_seconds.append(cpu)
+            _log(
+                f"[{repeat}] {row.path} {row.batch}: {wall:.1f} s, CPU {cpu:.1f} s "
+                f"(load average {os.getloadavg()[0]:.1f})"
+            )
+    print(report(bench, [row for row, _ in runs], pipeline_metrics, args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The embedding stage: the handler on the real bundled model, EmbedChunks in a TestPipeline,
+and the model-folder checks that run without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that
+
+from pipelines.options import config_from_options
+from schemas.records import Chunk, Reject, stable_hash
+from transforms.embed import (
+    NAMESPACE,
+    EmbedChunks,
+    SentenceTransformerHandler,
+    length_sorted_batches,
+    read_model_info,
+    resolve_model_path,
+)
+
+DIMENSION = 384
+FAIL_MARK = "EMBED_FAILS_HERE"
+# Prose, code and a one-word text: different lengths in word pieces, so one batch pads.
+TEXTS = [
+    "Retrieval-augmented generation looks passages up before it answers.",
+    "def add(a, b):\n    return a + b\n\n\nclass Point:\n    x: int\n    y: int\n",
+    "Beam",
+    "The chunker splits a document at headings, then paragraphs, then sentences, and never "
+    "cuts a code block that would fit in one chunk; neighbouring chunks share 32 tokens.",
+    "SELECT name FROM users WHERE id IN (SELECT user_id FROM orders WHERE total > 100);",
+]
+LONG_TEXT = " ".join(f"word{i}" for i in range(300))  # well over 256 word pieces
+
+
+def make_chunk(text: str, index: int = 0) -> Chunk:
+    return Chunk(
+        chunk_id=stable_hash("test chunk", index, text),
+        doc_id="doc",
+        source="test.md",
+        doc_type="markdown",
+        language=None,
+        chunk_index=index,
+        text=text,
+        start_char=0,
+        end_char=len(text),
+        token_count=len(text.split()),
+        section_path=(),
+        strategy="recursive",
+        config_fingerprint="test",
+    )
+
+
+# --- without the model ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 10])
+def test_length_sorted_batches_cover_every_index_longest_first(batch_size: int) -> None:
+    lengths = [5, 250, 17, 17, 90, 3, 256, 40]
+    runs = length_sorted_batches(lengths, batch_size)
+    flat = [i for run in runs for i in run]
+    assert sorted(flat) == list(range(len(lengths)))
+    assert all(1 <= len(run) <= batch_size for run in runs)
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+
+
+def test_length_sorted_batches_of_nothing() -> None:
+    assert length_sorted_batches([], 4) == []
+
+
+@pytest.mark.parametrize("sizes", [(0, 256), (32, 0), (-1, 8)])
+def test_handler_refuses_batch_sizes_below_one(sizes: tuple[int, int]) -> None:
+    with pytest.raises(ValueError, match="batch sizes must be positive"):
+        SentenceTransformerHandler("unused", DIMENSION, "cpu", *sizes)
+
+
+def test_handler_asks_beam_for_full_batches() -> None:
+    kwargs = SentenceTransformerHandler("unused", DIMENSION, "cpu", 16, 64).batch_elements_kwargs()
+    assert kwargs["min_batch_size"] == kwargs["max_batch_size"] == 64
+
+
+def test_read_model_info_needs_neither_torch_nor_sentence_transformers() -> None:
+    # Beam's RunInference module imports torch when it can, so torch is made unimportable here:
+    # reading the model folder must work, and must not try to load the model.
+    script = textwrap.dedent(
+        """
+        import importlib.abc, sys
+
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("torch", "sentence_transformers", "transformers"):
+                    raise ImportError(name + " is blocked in this test")
+
+        sys.meta_path.insert(0, Block())
+        from transforms.embed import read_model_info, resolve_model_path
+
+        info = read_model_info(resolve_model_path("default"))
+        print(info.dimension, info.max_seq_length)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["384", "256"]
+
+
+def test_read_model_info_of_the_bundled_model() -> None:
+    info = read_model_info(resolve_model_path("default"))
+    assert (info.dimension, info.max_seq_length) == (DIMENSION, 256)
+
+
+def test_embedding_model_flag_naming_a_file_is_refused(tmp_path) -> None:
+    not_a_folder = tmp_path / "model.safetensors"
+    not_a_folder.write_bytes(b"not a model folder")
+    options = PipelineOptions(
+        [
+            f"--input={tmp_path}/*.md",
+            f"--output={tmp_path}/out",
+            f"--embedding_model={not_a_folder}",
+        ]
+    )
+    with pytest.raises(ValueError, match="--embedding_model=") as raised:
+        config_from_options(options)
+    assert str(not_a_folder) in str(raised.value)
+
+
+# --- the real model -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_path() -> str:
+    return resolve_model_path("default")
+
+
+@pytest.fixture(scope="module")
+def handler(model_path: str) -> SentenceTransformerHandler:
+    return SentenceTransformerHandler(
+        model_path, DIMENSION, device="cpu", encode_batch_size=2, max_batch_size=8
+    )
+
+
+@pytest.fixture(scope="module")
+def model(handler: SentenceTransformerHandler) -> Any:
+    return handler.load_model()
+
+
+def embed(handler: SentenceTransformerHandler, model: Any, texts: Sequence[str]) -> np.ndarray:
+    chunks = [make_chunk(t, i) for i, t in enumerate(texts)]
+    results = list(handler.run_inference(chunks, model))
+    assert [r.example for r in results] == chunks  # in the order given, whatever the sort
+    return np.stack([r.inference[0] for r in results])
+
+
+@pytest.mark.slow
+def test_handler_loads_offline_and_gives_normalised_float32_vectors(
+    handler: SentenceTransformerHandler, model: Any, monkeypatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    vectors = embed(handler, model, TEXTS)
+    assert vectors.shape == (len(TEXTS), DIMENSION)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_identical_text_gives_identical_vectors(
+    handler: SentenceTransformerHandler, model: Any
+) -> None:
+    first = embed(handler, model, [TEXTS[0], TEXTS[1]])
+    again = embed(handler, model, [TEXTS[0], TEXTS[1]])
+    assert np.array_equal(first, again)  # deterministic, bit for bit
+    same_pass = embed(handler, model, [TEXTS[0], TEXTS[0]])
+    assert np.array_equal(same_pass[0], same_pass[1])
+    # In passes padded differently, float sums round differently: equal to ~1e-7, not bitwise.
+    other_passes = embed(handler, model, [TEXTS[0], TEXTS[1], TEXTS[0]])
+    np.testing.assert_allclose(other_passes[0], other_passes[2], atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_mixed_lengths_in_one_batch_match_one_by_one(
+    handler: SentenceTransformerHandler, model: Any
+) -> None:
+    texts = [*TEXTS, LONG_TEXT]
+    together = embed(handler, model, texts)
+    alone = np.concatenate([embed(handler, model, [t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5, rtol=0)
+    # ...and the same as the model's own encode, so the length sort put each vector back.
+    direct = model.encode(texts, batch_size=len(texts), normalize_embeddings=True)
+    np.testing.assert_allclose(together, direct, atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_model_tokens_are_the_models_own_count(
+    handler: SentenceTransformerHandler, model: Any
+) -> None:
+    chunks = [make_chunk(t, i) for i, t in enumerate([TEXTS[2], LONG_TEXT])]
+    results = list(handler.run_inference(chunks, model))
+    counts = [len(model.tokenizer(t)["input_ids"]) for t in (TEXTS[2], LONG_TEXT)]
+    assert [r.inference[1] for r in results] == counts
+    assert counts[0] == 3 and counts[1] > 256  # [CLS] beam [SEP]; the long one is cut
+    assert all(r.inference[2] > 0 for r in results)
+
+
+# --- EmbedChunks in a pipeline --------------------------------------------------------------
+
+
+class FailingHandler(SentenceTransformerHandler):
+    """Fails every batch that holds a chunk with FAIL_MARK (a real exception, as a model's)."""
+
+    def run_inference(
+        self,
+        batch: Sequence[Chunk],
+        model: Any,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterator[Any]:
+        if any(FAIL_MARK in chunk.text for chunk in batch):
+            raise RuntimeError(f"cannot embed a chunk with {FAIL_MARK}")
+        return super().run_inference(batch, model, inference_args)
+
+
+def counters_of(result: Any) -> dict[str, int]:
+    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in found["counters"]:
+        name = counter.key.metric.name
+        totals[name] = totals.get(name, 0) + counter.committed
+    return totals
+
+
+def run_embed(handler: SentenceTransformerHandler, chunks: list[Chunk], check_good, check_bad):
+    p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+    good, bad = p | beam.Create(chunks) | EmbedChunks(handler, "default")
+    assert_that(good, check_good, label="good")
+    assert_that(bad, check_bad, label="bad")
+    result = p.run()
+    result.wait_until_finish()
+    return counters_of(result)
+
+
+@pytest.mark.slow
+def test_embed_chunks_sends_a_failed_batch_to_rejects(model_path: str) -> None:
+    texts = [TEXTS[0], f"{FAIL_MARK} {TEXTS[1]}", TEXTS[3]]
+    chunks = [make_chunk(t, i) for i, t in enumerate(texts)]
+    failing_id = chunks[1].chunk_id
+    # One chunk a batch, so the failed batch is exactly the marked chunk.
+    handler = FailingHandler(model_path, DIMENSION, "cpu", encode_batch_size=2, max_batch_size=1)
+
+    def check_good(out: list[Chunk]) -> None:
+        assert sorted(c.chunk_id for c in out) == sorted(
+            c.chunk_id for c in chunks if c.chunk_id != failing_id
+        )
+        assert all(len(c.embedding) == DIMENSION and c.embedding_model == "default" for c in out)
+
+    def check_bad(out: list[Reject]) -> None:
+        assert [(r.chunk_id, r.doc_id, r.stage, r.reason) for r in out] == [
+            (failing_id, "doc", "embed", "embedding_failed")
+        ]
+        assert FAIL_MARK in out[0].error
+
+    counters = run_embed(handler, chunks, check_good, check_bad)
+    assert counters["chunks_embedded"] == 2
+    assert counters["chunks_rejected_embed"] == 1
+
+
+@pytest.mark.slow
+def test_embed_chunks_attaches_vectors_and_counts_truncation(
+    handler: SentenceTransformerHandler, model: Any
+) -> None:
+    texts = [*TEXTS, LONG_TEXT]
+    chunks = [make_chunk(t, i) for i, t in enumerate(texts)]
+    expected = dict(
+        zip(
+            [c.chunk_id for c in chunks],
+            model.encode(texts, batch_size=len(texts), normalize_embeddings=True),
+            strict=True,
+        )
+    )
+    long_id = chunks[-1].chunk_id
+
+    def check_good(out: list[Chunk]) -> None:
+        assert len(out) == len(chunks)
+        for chunk in out:
+            assert isinstance(chunk.embedding, tuple) and len(chunk.embedding) == DIMENSION
+            np.testing.assert_allclose(chunk.embedding, expected[chunk.chunk_id], atol=1e-5)
+            assert chunk.embedding_model == "default"
+            assert chunk.embed_seconds > 0
+            assert (chunk.model_tokens > 256) == (chunk.chunk_id == long_id)
+
+    def check_bad(out: list[Reject]) -> None:
+        assert out == []
+
+    counters = run_embed(handler, chunks, check_good, check_bad)
+    assert counters["chunks_truncated"] == 1
+    assert counters["chunks_embedded"] == len(chunks)
