@@ -28,6 +28,16 @@ class ChunkSpan:
     strategy: str = ""
 
 
+def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """The section path two merged chunks share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
 def trim(text: str, start: int, end: int) -> tuple[int, int]:
     """Shrink [start, end) past leading and trailing whitespace."""
     while start < end and text[start].isspace():

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from transforms.chunking.base import Chunker, ChunkSpan
+from transforms.chunking.base import Chunker, ChunkSpan, common_prefix
 from transforms.chunking.recursive import LINE, recursive_split
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
@@ -430,15 +430,6 @@ def _content_count(doc: TokenizedText, start: int, end: int) -> int:
     return doc.count(start, doc.ceil(stop))
 
 
-def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
 def _pack(
     doc: TokenizedText, pieces: list[tuple[int, int, tuple[str, ...], bool]], limit: int
 ) -> list[tuple[int, int, tuple[str, ...]]]:
@@ -452,7 +443,7 @@ def _pack(
         if out and not opens_chunk:
             s, e, p = out[-1]
             if e == start and _content_count(doc, s, end) <= limit:
-                out[-1] = (s, end, _common_prefix(p, path))
+                out[-1] = (s, end, common_prefix(p, path))
                 continue
         out.append((start, end, path))
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from transforms.chunking.base import Chunker, ChunkSpan, trim
+from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
 from transforms.chunking.recursive import LINE, PARAGRAPH, recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText
 
@@ -201,15 +201,6 @@ def split_within(
     return out
 
 
-def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
 class MarkdownChunker(Chunker):
     """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
 
@@ -250,7 +241,7 @@ class MarkdownChunker(Chunker):
 
         for section in sections:
             sec_end = section.blocks[-1].end
-            common = _common_prefix(path, section.path)
+            common = common_prefix(path, section.path)
             if start >= 0 and common and self._fits(doc, start, sec_end):
                 end, path, bare_heading = sec_end, common, False
                 continue
