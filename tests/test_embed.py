@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -28,6 +29,7 @@ from transforms.embed import (
     resolve_model_path,
 )
 
+REPO = Path(__file__).resolve().parents[1]
 DIMENSION = 384
 FAIL_MARK = "EMBED_FAILS_HERE"
 # Prose, code and a one-word text: different lengths in word pieces, so one batch pads.
@@ -108,7 +110,12 @@ def test_read_model_info_needs_neither_torch_nor_sentence_transformers() -> None
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["384", "256"]
