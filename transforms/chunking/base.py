@@ -74,7 +74,12 @@ class Chunker(abc.ABC):
         """Chunk `text`; every returned span is at most `chunk_size` tokens when encoded alone."""
         if not text or text.isspace():
             return []
-        doc = self.tokenizer.tokenize(text)
+        return self.chunk_tokenized(self.tokenizer.tokenize(text), language)
+
+    def chunk_tokenized(self, doc: TokenizedText, language: str | None = None) -> list[ChunkSpan]:
+        """`chunk` on a document this chunker's tokenizer has already tokenized."""
+        if not doc.text or doc.text.isspace():
+            return []
         return self.finalize(doc, self.split(doc, language))
 
     def finalize(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
