@@ -17,7 +17,7 @@ from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 MIN_CHUNK_SIZE = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkSpan:
     """A chunk as offsets into the document text: `text[start:end]` is the chunk."""
 
@@ -89,13 +89,18 @@ class Chunker(abc.ABC):
         span's edges plus its edges encoded alone), not an estimate from the document's tokens.
         """
         out: list[ChunkSpan] = []
+        text, limit, trim_span = doc.text, self.chunk_size, self.trim_span
+        count_span = getattr(self.tokenizer, "count_span", None)
         for span in spans:
-            start, end = self.trim_span(doc.text, span.start, span.end)
+            start, end = trim_span(text, span.start, span.end)
             if start >= end:
                 continue
-            count = count_alone(self.tokenizer, doc, start, end)
-            if count <= self.chunk_size:
-                out.append(_replace(span, start, end, count))
+            if count_span is not None:
+                count = count_span(doc, start, end)
+            else:
+                count = self.tokenizer.count(text[start:end])
+            if count <= limit:
+                out.append(ChunkSpan(start, end, count, span.section_path, span.strategy))
                 continue
             # Rare: the span's alone-encoding differs from its slice of the document's tokens
             # (a cut inside a word). Re-split it with a tighter derived budget until it fits.

@@ -92,6 +92,7 @@ def _candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndar
     # boundary on whichever side only skips whitespace, so no cut lands before a "." or a word.
     # Moving forward skips only whitespace, so it needs whitespace at the separator itself:
     # that test first, as most separators inside a token (a blank line's end) have none.
+    moved = False
     for i in np.flatnonzero(snapped != pos).tolist():
         p = raw[i]
         if p < len(text) and text[p].isspace():
@@ -100,8 +101,14 @@ def _candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndar
                 hi = doc.ceil(p)
                 if text[p:hi].isspace():
                     snapped[i] = hi
-    snapped = np.unique(snapped)
-    return snapped[(snapped > start) & (snapped < end)]
+                    moved = True
+    if moved:  # a separator moved forward may pass the next one's snapped position
+        snapped.sort()
+    # Sorted: drop repeats (separators inside one token) and what lies outside (start, end).
+    keep = snapped > start
+    keep[1:] &= snapped[1:] != snapped[:-1]
+    keep &= snapped < end
+    return snapped[keep]
 
 
 def _token_windows(doc: TokenizedText, start: int, end: int, limit: int) -> list[tuple[int, int]]:

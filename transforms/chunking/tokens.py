@@ -148,25 +148,23 @@ class Tokenizer(Protocol):
     def tokenize(self, text: str) -> TokenizedText: ...
 
 
-def _char_boundaries(byte_ends: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """Boundaries and token indices from the byte offset at which each token ends.
+def _char_boundaries(offsets: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Boundaries and token indices from the byte offset at which each token starts.
 
-    Token starts inside a character (a character of several tokens) are dropped. Every token
-    has at least one byte, so the offsets are already strictly increasing.
+    `offsets` holds each token's first byte, then the text's length in bytes. Token starts
+    inside a character (a character of several tokens) are dropped. Every token has at least
+    one byte, so the offsets are already strictly increasing.
     """
-    n_tokens = len(byte_ends)
-    offsets = np.empty(n_tokens + 1, dtype=np.int64)  # where each token starts, then the end
-    offsets[0] = 0
-    offsets[1:] = byte_ends
-    if byte_ends[-1] == len(text):  # as many bytes as characters: ASCII
-        return offsets, np.arange(n_tokens + 1, dtype=np.int64)
+    n = len(offsets)
+    if offsets.item(n - 1) == len(text):  # as many bytes as characters: ASCII
+        return offsets, np.arange(n, dtype=np.int64)
     raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     is_char_start = np.empty(len(raw) + 1, dtype=bool)
-    is_char_start[:-1] = (raw & 0xC0) != 0x80
+    np.not_equal(raw & 0xC0, 0x80, out=is_char_start[:-1])
     is_char_start[-1] = True  # the end of the text
     keep = is_char_start[offsets]
     chars = np.cumsum(is_char_start, dtype=np.int64)[offsets[keep]] - 1
-    return chars, np.flatnonzero(keep).astype(np.int64, copy=False)
+    return chars, np.flatnonzero(keep)
 
 
 class TiktokenTokenizer:
@@ -187,9 +185,15 @@ class TiktokenTokenizer:
         dtype = np.uint8 if lengths.max() <= np.iinfo(np.uint8).max else np.int64
         self._byte_lengths = lengths.astype(dtype)
         self._breaks = PIECE_BREAKS.get(getattr(self._enc, "_pat_str", None))
+        # The Rust encoder itself: `count_span` calls it a few times per chunk, and tiktoken's
+        # Python wrapper costs as much as encoding a word.
+        self._encode_core = self._enc._core_bpe.encode_ordinary
 
     def count(self, text: str) -> int:
-        return len(self._enc.encode_ordinary(text))
+        try:
+            return len(self._encode_core(text))
+        except UnicodeEncodeError:  # lone surrogates: tiktoken's wrapper replaces them
+            return len(self._enc.encode_ordinary(text))
 
     def count_span(self, doc: TokenizedText, start: int, end: int) -> int:
         """Tokens of doc.text[start:end] encoded alone, exactly; `doc` is this tokenizer's.
@@ -203,9 +207,9 @@ class TiktokenTokenizer:
         """
         text = doc.text
         breaks = self._breaks
-        first = breaks.search(text, max(start - 1, 0), end) if breaks is not None else None
+        first = breaks.search(text, start - 1 if start else 0, end) if breaks is not None else None
         if first is None:
-            return len(self._enc.encode_ordinary(text[start:end]))
+            return self.count(text[start:end])
         head = first.end()  # start itself when it is a break
         if end == len(text) or (text[end] in " \t" and not text[end - 1].isspace()):
             tail = end
@@ -217,15 +221,32 @@ class TiktokenTokenizer:
                     newline = text.rfind("\n", head, newline)
                 tail = newline + 1 if newline >= head else head
         bounds = doc.boundaries
-        i, j = bounds.searchsorted(head), bounds.searchsorted(tail)
+        i = bounds.searchsorted(head)
+        j = bounds.searchsorted(tail)
         if bounds.item(i) != head or bounds.item(j) != tail:  # not this tokenizer's document
-            return len(self._enc.encode_ordinary(text[start:end]))
-        count = doc.token_index.item(j) - doc.token_index.item(i)
+            return self.count(text[start:end])
+        index = doc.token_index
+        count = index.item(j) - index.item(i)
         if head > start:
-            count += len(self._enc.encode_ordinary(text[start:head]))
+            count += self.count(text[start:head])
         if tail < end:
-            count += len(self._enc.encode_ordinary(text[tail:end]))
+            count += self.count(text[tail:end])
         return count
+
+    def count_joined(self, prefix: str, text: str, text_tokens: int) -> int:
+        """Tokens of prefix + text encoded together, exactly; `text_tokens` is count(text).
+
+        When a `PIECE_BREAKS` point lies at the join (as after a context header's "\\n\\n",
+        before a line that starts with a visible character), tiktoken's pieces split there: the
+        whole is the prefix's tokens plus the text's, and only the prefix is encoded. Otherwise
+        the joined text is encoded whole.
+        """
+        if not prefix:
+            return text_tokens
+        joined = prefix + text
+        if self._breaks is not None and text and self._breaks.match(joined, len(prefix) - 1):
+            return self.count(prefix) + text_tokens
+        return self.count(joined)
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode_ordinary(text)
@@ -240,8 +261,10 @@ class TiktokenTokenizer:
         if len(tokens) == 0:
             empty = np.array([0, len(text)] if text else [0], dtype=np.int64)
             return TokenizedText(text, empty, np.zeros(len(empty), dtype=np.int64))
-        ends = np.cumsum(self._byte_lengths[tokens], dtype=np.int64)
-        boundaries, token_index = _char_boundaries(ends, text)
+        offsets = np.empty(len(tokens) + 1, dtype=np.int64)  # each token's first byte, the end
+        offsets[0] = 0
+        np.cumsum(self._byte_lengths[tokens], dtype=np.int64, out=offsets[1:])
+        boundaries, token_index = _char_boundaries(offsets, text)
         return TokenizedText(text, boundaries, token_index)
 
     def __reduce__(self):
