@@ -1,5 +1,6 @@
 """Token offsets derived from one encoding must agree with tiktoken itself."""
 
+import functools
 import os
 
 import numpy as np
@@ -100,3 +101,38 @@ def test_count_span_equals_encoding_alone(text, data):
         a = data.draw(st.integers(0, len(text)))
         b = data.draw(st.integers(a, len(text)))
         assert tok.count_span(doc, a, b) == tok.count(text[a:b])
+
+
+# Prefixes as the budget stage builds them (a header, then "\n\n") and arbitrary ones.
+PREFIXES = st.one_of(
+    st.lists(ALPHABET, max_size=20).map("".join).map(lambda h: h + "\n\n"),
+    st.lists(ALPHABET, max_size=20).map("".join),
+    st.text(max_size=40),
+)
+JOINED_TEXTS = st.one_of(st.lists(ALPHABET, max_size=60).map("".join), st.text(max_size=80))
+
+
+@functools.cache
+def tokenizer(name: str) -> TiktokenTokenizer:
+    return TiktokenTokenizer(name)  # its byte-length table takes a while to build
+
+
+@settings(max_examples=300, deadline=None)
+@given(PREFIXES, JOINED_TEXTS)
+def test_count_joined_equals_encoding_the_join(prefix, text):
+    for name in ("cl100k_base", "o200k_base"):
+        tok = tokenizer(name)
+        assert tok.count_joined(prefix, text, tok.count(text)) == tok.count(prefix + text)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_count_joined_derives_at_a_header_join(name):
+    tok = tokenizer(name)
+    prefix = "Guide > Install…\n\n"
+    for text in ("Run the installer.", "    return x", "'s own", "# Title", "\tindented"):
+        # The join is a piece break, so only the header is encoded ...
+        assert tok._breaks.match(prefix + text, len(prefix) - 1)
+        assert tok.count_joined(prefix, text, tok.count(text)) == tok.count(prefix + text)
+    # ... and where it is not, the whole is encoded (o200k runs "\n/" into one piece).
+    for text in ("\n\nnext", "   ", "/usr/bin"):
+        assert tok.count_joined(prefix, text, tok.count(text)) == tok.count(prefix + text)
