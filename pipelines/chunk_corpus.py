@@ -122,6 +122,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
             pricing_tokenizer=config.pricing_tokenizer,
             model_tokenizer=config.embedding.model if config.embedding.path else None,
             model_max_tokens=config.embedding.max_seq_length,
+            chunk_tokenizer=config.chunking.tokenizer,
         )
     )
 

@@ -25,6 +25,9 @@ class BudgetConfig:
     pricing_tokenizer: str = "cl100k_base"
     model_tokenizer: str | None = None  # the embedding model: "default" or a folder
     model_max_tokens: int | None = None  # its max_seq_length, [CLS] and [SEP] included
+    # The chunker's tokenizer, whose count of each chunk's text is its token_count: when it is
+    # the pricing tokenizer, that count is reused. None: unknown, every text is counted whole.
+    chunk_tokenizer: str | None = None
 
 
 def shorten_header(header: str, text: str, fits: callable) -> str | None:
@@ -46,6 +49,7 @@ class ChunkBudget:
     def __init__(self, config: BudgetConfig) -> None:
         self.config = config
         self.pricing: Tokenizer = make_tokenizer(config.pricing_tokenizer)
+        self.reuse_counts = config.chunk_tokenizer == config.pricing_tokenizer
         self.model: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:
             from transforms.embed import resolve_model_path
@@ -55,6 +59,22 @@ class ChunkBudget:
     def model_count(self, text: str) -> int:
         assert self.model is not None
         return self.model.count(text) + 2  # [CLS] ... [SEP]
+
+    def embed_tokens(self, chunk: Chunk) -> int:
+        """The pricing tokenizer's count of chunk.embed_text(), exactly.
+
+        Where token_count is already this tokenizer's count of the text, a chunk without a
+        header costs just that, and one with a header is counted without encoding the text
+        again when tiktoken provably splits at the join (`count_joined`).
+        """
+        if not self.reuse_counts:
+            return self.pricing.count(chunk.embed_text())
+        if not chunk.context:
+            return chunk.token_count
+        count_joined = getattr(self.pricing, "count_joined", None)
+        if count_joined is None:  # a Hugging Face tokenizer: no proof of the split
+            return self.pricing.count(chunk.embed_text())
+        return count_joined(f"{chunk.context}\n\n", chunk.text, chunk.token_count)
 
     def apply(self, chunk: Chunk) -> tuple[Chunk, bool]:
         """(counted chunk, whether its header was shortened for the model)."""
@@ -77,7 +97,7 @@ class ChunkBudget:
         return (
             dataclasses.replace(
                 chunk,
-                embed_tokens=self.pricing.count(chunk.embed_text()),
+                embed_tokens=self.embed_tokens(chunk),
                 context_tokens=self.pricing.count(chunk.context) if chunk.context else 0,
                 model_tokens=model_tokens,
             ),
