@@ -27,7 +27,6 @@ from transforms.accounting import Account
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import BudgetConfig, CountChunkTokens
 from transforms.chunking.routing import ChunkDocuments
-from transforms.chunking.tokens import make_tokenizer
 from transforms.context import AddContext
 from transforms.embed import EmbedChunks, SentenceTransformerHandler
 from transforms.extract import ExtractText
@@ -46,23 +45,6 @@ UNSUPPORTED_RUNNERS = {
     "daskrunner": "Beam 2.77's DaskRunner drops elements emitted in finish_bundle (the Parquet "
     "sinks and RunInference batches), so it would report success with data missing",
 }
-
-
-class _DocEvents(beam.DoFn):
-    """A stat event per chunked document (its tokens in the pricing tokenizer)."""
-
-    def __init__(self, tokenizer: str, strategies: dict[str, str]) -> None:
-        self.tokenizer_name = tokenizer
-        self.strategies = dict(strategies)
-        self.tokenizer = None
-
-    def setup(self) -> None:
-        self.tokenizer = make_tokenizer(self.tokenizer_name)
-
-    def process(self, item: tuple) -> Any:
-        doc, _ = item
-        strategy = self.strategies.get(doc.doc_type, "recursive")
-        yield accounting.doc_event(doc, strategy, self.tokenizer.count(doc.text))
 
 
 def _split_parents(item: tuple) -> Any:
@@ -110,7 +92,9 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
     if previous is not None:
         routed = documents | "Find unchanged documents" >> SplitUnchanged(previous)
         documents = routed.changed
-    chunked = documents | "Chunk documents" >> ChunkDocuments(config.chunking)
+    chunked = documents | "Chunk documents" >> ChunkDocuments(
+        config.chunking, config.pricing_tokenizer
+    )
 
     split = chunked.chunked | "Set parents aside" >> beam.FlatMap(_split_parents).with_outputs(
         "parents", main="children"
@@ -167,9 +151,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
     events = (
         read.documents | "Input events" >> beam.Map(lambda _: (accounting.INPUT,)),
         read.rejects | "Unread input events" >> beam.Map(lambda _: (accounting.INPUT,)),
-        chunked.chunked
-        | "Document events"
-        >> beam.ParDo(_DocEvents(config.pricing_tokenizer, config.chunking.strategies)),
+        chunked.doc_events,
         final_chunks
         | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length),
         rejects | "Reject events" >> beam.Map(accounting.reject_event),

@@ -6,8 +6,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.records import Document, content_hash
+from transforms import accounting
 from transforms.chunking.routing import ChunkDocuments, ChunkingConfig, DocumentChunker
-from transforms.chunking.tokens import make_tokenizer
+from transforms.chunking.tokens import get_tiktoken_encoding, make_tokenizer
 from transforms.embed import resolve_model_path
 
 TEXT = "\n\n".join(
@@ -111,3 +112,29 @@ def test_chunk_documents_transform_with_a_failing_document():
             equal_to([("bad", "chunk", "chunk_failed"), ("empty", "chunk", "no_chunks")]),
             label="rejects",
         )
+
+
+@pytest.mark.parametrize("parent_chunk_size", [None, 256])
+def test_chunk_document_counted_counts_the_whole_document(parent_chunk_size):
+    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, parent_chunk_size=parent_chunk_size))
+    encoding = get_tiktoken_encoding("cl100k_base")
+    for d in (doc(TEXT), doc(MARKDOWN, "markdown"), doc("   \n", doc_id="blank")):
+        chunks, n_tokens = chunker.chunk_document_counted(d)
+        assert chunks == chunker.chunk_document(d)
+        assert n_tokens == len(encoding.encode_ordinary(d.text))
+
+
+@pytest.mark.parametrize("pricing", [None, "cl100k_base", "o200k_base"])
+def test_doc_events_carry_the_documents_pricing_tokens(pricing):
+    docs = [doc(TEXT, doc_id="t"), doc(MARKDOWN, "markdown", doc_id="m")]
+    empty = Document("empty", "/c/empty", "text", "", "h")
+    encoding = get_tiktoken_encoding(pricing or "cl100k_base")
+    expected = [
+        accounting.doc_event(d, s, len(encoding.encode_ordinary(d.text)))
+        for d, s in zip(docs, ["recursive", "markdown"], strict=True)
+    ]
+    with TestPipeline() as p:
+        result = (
+            p | beam.Create([*docs, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64), pricing)
+        )
+        assert_that(result.doc_events, equal_to(expected))

@@ -16,13 +16,15 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.records import Chunk, Document, Reject, stable_hash
+from transforms import accounting
 from transforms.chunking.base import Chunker, ChunkSpan, trim
 from transforms.chunking.recursive import recursive_split
-from transforms.chunking.tokens import Tokenizer, make_tokenizer
+from transforms.chunking.tokens import TokenizedText, Tokenizer, make_tokenizer
 from transforms.embed import resolve_model_path
 
 NAMESPACE = "corpus_chunker"
 REJECTS = "rejects"
+DOC_EVENTS = "doc_events"
 
 # strategy name -> "module:Class"
 STRATEGIES: dict[str, str] = {
@@ -136,19 +138,28 @@ class DocumentChunker:
                 self._chunkers[key] = cls(self.tokenizer, size, overlap)
         return self._chunkers[key]
 
-    def spans(self, doc: Document) -> list[tuple[ChunkSpan, int | None]]:
-        """(span, index of its parent span or None); parents come before their children."""
+    def spans(
+        self, doc: Document, tokenized: TokenizedText | None = None
+    ) -> list[tuple[ChunkSpan, int | None]]:
+        """(span, index of its parent span or None); parents come before their children.
+
+        `tokenized` is doc.text as this chunker's tokenizer tokenizes it, when already done.
+        """
+        if tokenized is None:
+            tokenized = self.tokenizer.tokenize(doc.text)
         body = self.config.body_size
         if self.config.parent_chunk_size is None:
-            return [(s, None) for s in self._fit_model(doc, self.chunker(doc.doc_type, body))]
+            chunker = self.chunker(doc.doc_type, body)
+            return [(s, None) for s in self._fit_model(tokenized, chunker, doc.language)]
         out: list[tuple[ChunkSpan, int | None]] = []
         parent_chunker = self.chunker(doc.doc_type, self.config.parent_chunk_size)
         child_chunker = self.chunker(doc.doc_type, body)
-        for parent in parent_chunker.chunk(doc.text, doc.language):
+        for parent in parent_chunker.chunk_tokenized(tokenized, doc.language):
             parent_index = len(out)
             out.append((parent, None))
-            sub = doc.text[parent.start : parent.end]
-            for child in self._fit_model_text(sub, child_chunker, doc.language):
+            # A child is counted alone, so it is chunked from the parent's text alone.
+            sub = self.tokenizer.tokenize(doc.text[parent.start : parent.end])
+            for child in self._fit_model(sub, child_chunker, doc.language):
                 # The child chunker sees only the parent's text: headings above it are the
                 # parent's path, so a child without a path of its own inherits it.
                 shifted = ChunkSpan(
@@ -161,11 +172,11 @@ class DocumentChunker:
                 out.append((shifted, parent_index))
         return out
 
-    def _fit_model(self, doc: Document, chunker: Chunker) -> list[ChunkSpan]:
-        return self._fit_model_text(doc.text, chunker, doc.language)
-
-    def _fit_model_text(self, text: str, chunker: Chunker, language: str | None) -> list[ChunkSpan]:
-        spans = chunker.chunk(text, language)
+    def _fit_model(
+        self, doc: TokenizedText, chunker: Chunker, language: str | None
+    ) -> list[ChunkSpan]:
+        text = doc.text
+        spans = chunker.chunk_tokenized(doc, language)
         if self.model_tokenizer is None:
             return spans
         out: list[ChunkSpan] = []
@@ -211,7 +222,16 @@ class DocumentChunker:
         return self.config.model_max_tokens - 2 - self.config.model_header_reserve
 
     def chunk_document(self, doc: Document) -> list[Chunk]:
-        spans = self.spans(doc)
+        return self.chunk_document_counted(doc)[0]
+
+    def chunk_document_counted(self, doc: Document) -> tuple[list[Chunk], int]:
+        """The document's chunks, and its tokens in this chunker's tokenizer.
+
+        The count comes from the tokenization the chunkers use, so pricing the document in
+        the same tokenizer needs no second encoding.
+        """
+        tokenized = self.tokenizer.tokenize(doc.text)
+        spans = self.spans(doc, tokenized)
         ids: list[str] = []
         chunks: list[Chunk] = []
         for index, (span, parent) in enumerate(spans):
@@ -247,25 +267,31 @@ class DocumentChunker:
                     is_parent=is_parent,
                 )
             )
-        return chunks
+        return chunks, tokenized.n_tokens
 
 
 class _ChunkFn(beam.DoFn):
-    def __init__(self, config: ChunkingConfig) -> None:
+    def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
         self.config = config
+        self.pricing_tokenizer = pricing_tokenizer or config.tokenizer
         self.chunked = Metrics.counter(NAMESPACE, "documents_chunked")
         self.n_chunks = Metrics.counter(NAMESPACE, "chunks")
         self.failed = Metrics.counter(NAMESPACE, "documents_rejected_chunk")
         self.no_chunks = Metrics.counter(NAMESPACE, "documents_without_chunks")
         self.core: DocumentChunker | None = None
+        self.pricing: Tokenizer | None = None
 
     def setup(self) -> None:
         self.core = DocumentChunker(self.config)
+        if self.pricing_tokenizer != self.config.tokenizer:
+            self.pricing = make_tokenizer(self.pricing_tokenizer)
 
     def process(self, doc: Document) -> Iterator:
         assert self.core is not None
         try:
-            chunks = self.core.chunk_document(doc)
+            chunks, doc_tokens = self.core.chunk_document_counted(doc)
+            if chunks and self.pricing is not None:
+                doc_tokens = self.pricing.count(doc.text)
         except Exception as e:  # one document's failure is a reject, never a failed job
             self.failed.inc()
             yield beam.pvalue.TaggedOutput(
@@ -281,17 +307,26 @@ class _ChunkFn(beam.DoFn):
             return
         self.chunked.inc()
         self.n_chunks.inc(len(chunks))
+        strategy = self.config.strategies.get(doc.doc_type, "recursive")
+        yield beam.pvalue.TaggedOutput(DOC_EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
         yield (doc, chunks)
 
 
 class ChunkDocuments(beam.PTransform):
-    """Document -> (Document, [Chunk]) per document (main) and Reject (`rejects`)."""
+    """Document -> (Document, [Chunk]) (main), Reject (`rejects`), cost event (`doc_events`).
 
-    def __init__(self, config: ChunkingConfig) -> None:
+    A chunked document's event holds its tokens in the pricing tokenizer. Pricing in the
+    chunking tokenizer (`pricing_tokenizer` None or the same name) reuses the chunkers'
+    tokenization of the document; another tokenizer encodes it once more.
+    """
+
+    def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
         super().__init__()
         self.config = config
+        self.pricing_tokenizer = pricing_tokenizer
 
     def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return docs | "Chunk by type" >> beam.ParDo(_ChunkFn(self.config)).with_outputs(
-            REJECTS, main="chunked"
+        chunk = _ChunkFn(self.config, self.pricing_tokenizer)
+        return docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
+            REJECTS, DOC_EVENTS, main="chunked"
         )
