@@ -293,19 +293,26 @@ def time_plain_loop(paths: list[str], flags: list[str], out: str | None = None) 
     """Seconds of extract_document + chunk_document over the files, in this one process.
 
     With `out`, also the rest of the job's work on them, still without Beam: the token counts
-    of every document and chunk, and the chunk and document tables written to Parquet.
+    of every document and chunk, taken as the job takes them (a document's from its chunking,
+    a chunk's from its token_count where exact), and the chunk and document tables written to
+    Parquet.
     """
     config = config_from_options(PipelineOptions(["--input", "x", "--output", "x", *flags]))
     cpu_before = time.process_time()
     started = time.perf_counter()
     chunker = DocumentChunker(config.chunking)
-    budget = ChunkBudget(BudgetConfig(pricing_tokenizer=config.pricing_tokenizer))
+    budget = ChunkBudget(
+        BudgetConfig(
+            pricing_tokenizer=config.pricing_tokenizer, chunk_tokenizer=config.chunking.tokenizer
+        )
+    )
     chunk_rows: list[dict] = []
     doc_rows: list[dict] = []
     for doc in documents(paths):
-        chunks = chunker.chunk_document(doc)
+        chunks, _ = chunker.chunk_document_counted(doc)
         if out is not None:
-            budget.pricing.count(doc.text)
+            if config.pricing_tokenizer != config.chunking.tokenizer:
+                budget.pricing.count(doc.text)
             doc_rows.append(document_row(doc))
             chunk_rows += [chunk_row(budget.apply(chunk)[0]) for chunk in chunks]
     if out is not None:
