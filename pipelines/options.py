@@ -322,6 +322,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         mode=o.context,
         chunk_size=o.chunk_size,
         tokenizer=o.tokenizer,
+        chunk_tokenizer=o.tokenizer,  # the chunker's: chunks come with their count in it
         max_header_tokens=o.context_max_tokens,
         llm_base_url=o.llm_base_url,
         llm_model=o.llm_model,

@@ -4,6 +4,7 @@ local OpenAI-compatible HTTP server, the cache, and AddContext in a TestPipeline
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import random
 import re
@@ -20,7 +21,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.records import Chunk, content_hash
+from schemas.records import Chunk, Document, content_hash
 from transforms.chunking.tokens import make_tokenizer
 from transforms.context import (
     CONTEXT_JOINER,
@@ -30,6 +31,8 @@ from transforms.context import (
     ContextConfig,
     LLMContextCache,
     LLMContextClient,
+    _Counters,
+    _with_header,
     backoff_delay,
     cache_key,
     fit_header,
@@ -279,6 +282,48 @@ def test_fit_header_never_exceeds_the_budget(
     assert header.startswith(fitted.removesuffix(ELLIPSIS)) or fitted == header
     if cap is None and cl100k.count(header + CONTEXT_JOINER + text) <= budget and header.strip():
         assert fitted == header
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    header=st.text(min_size=0, max_size=120),
+    text=st.one_of(st.text(min_size=1, max_size=200), st.sampled_from(["    return x", "/x"])),
+    budget=st.integers(min_value=1, max_value=120),
+    cap=st.one_of(st.none(), st.integers(min_value=1, max_value=40)),
+)
+def test_fit_header_with_the_text_count_fits_the_same(
+    cl100k, header: str, text: str, budget: int, cap: int | None
+) -> None:
+    counted = fit_header(header, text, budget, cl100k, cap, text_tokens=cl100k.count(text))
+    assert counted == fit_header(header, text, budget, cl100k, cap)
+
+
+def test_headers_fitted_with_the_chunks_own_counts_are_the_same() -> None:
+    """Real chunks (token_count from the chunker), path and LLM-style headers, cut or not."""
+    from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+
+    document = Document("d1", "docs/guide/widget.md", "markdown", DOCUMENT, content_hash(DOCUMENT))
+    code = (
+        "class Widget:\n    def frob(self):\n        return 1\n\n"
+        "    def stop(self):\n        pass\n"
+    )
+    source = Document("d2", "src/widget.py", "code", code, content_hash(code), "python")
+    chunker = DocumentChunker(ChunkingConfig(chunk_size=16))
+    chunks = chunker.chunk_document(document) + chunker.chunk_document(source)
+    assert any(c.text.startswith(" ") for c in chunks)  # code keeps its indentation
+    tokenizer = make_tokenizer("cl100k_base")
+    counters = _Counters()
+    line = "This chunk about frobbing is from the Widget Manual, section Installation."
+    outcomes = set()  # None: no header fits; True: the whole header; False: a cut one
+    for size in (14, 16, 24, 40):
+        config = ContextConfig("path", chunk_size=size, max_header_tokens=4)
+        reusing = dataclasses.replace(config, chunk_tokenizer="cl100k_base")
+        for chunk in chunks:
+            for header, cap in ((path_header(chunk), config.max_header_tokens), (line, None)):
+                got = _with_header(chunk, header, "path", reusing, tokenizer, counters, cap)
+                assert got == _with_header(chunk, header, "path", config, tokenizer, counters, cap)
+                outcomes.add(None if got.context is None else got.context == header)
+    assert outcomes == {None, True, False}
 
 
 # --- LLM client against the real server --------------------------------------------------

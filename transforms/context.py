@@ -61,6 +61,9 @@ class ContextConfig:
     mode: str = "none"
     chunk_size: int = 512  # hard limit, in `tokenizer`, of context + "\n\n" + text
     tokenizer: str = "cl100k_base"
+    # The tokenizer of the chunks' token_count: when it is `tokenizer`, fitting a header reuses
+    # that count (exactly, see `fit_header`). None: unknown, the joined text is counted whole.
+    chunk_tokenizer: str | None = None
     max_header_tokens: int = 32
     llm_base_url: str | None = None  # OpenAI-compatible, e.g. "http://localhost:8000/v1"
     llm_model: str | None = None
@@ -210,18 +213,24 @@ def fit_header(
     budget: int,
     tokenizer: Tokenizer,
     max_header_tokens: int | None = None,
+    text_tokens: int | None = None,
 ) -> str | None:
     """`header`, cut at the end if needed, so that `count(header + "\\n\\n" + text) <= budget`.
 
     A cut header keeps its start and ends in "…" when that still fits. With `max_header_tokens`
     the header alone is also held to that many tokens. None when no non-empty header fits.
+    `text_tokens`, the tokenizer's count of `text` when known, spares encoding `text` again for
+    each candidate where the joined count provably adds up (`count_joined`).
     """
     if not header.strip():
         return None
+    count_joined = getattr(tokenizer, "count_joined", None) if text_tokens is not None else None
 
     def accept(candidate: str) -> bool:
         if max_header_tokens is not None and tokenizer.count(candidate) > max_header_tokens:
             return False
+        if count_joined is not None:
+            return count_joined(candidate + CONTEXT_JOINER, text, text_tokens) <= budget
         return tokenizer.count(candidate + CONTEXT_JOINER + text) <= budget
 
     if accept(header):
@@ -508,7 +517,15 @@ def _with_header(
     counters: _Counters,
     max_header_tokens: int | None,
 ) -> Chunk:
-    fitted = fit_header(header, chunk.text, config.chunk_size, tokenizer, max_header_tokens)
+    known = config.chunk_tokenizer == config.tokenizer
+    fitted = fit_header(
+        header,
+        chunk.text,
+        config.chunk_size,
+        tokenizer,
+        max_header_tokens,
+        chunk.token_count if known else None,
+    )
     if fitted is None:  # the chunk alone leaves no room: the chunker ignored reserved_tokens()
         counters.context_skipped.inc()
         return dataclasses.replace(chunk, context=None, context_source=None)
