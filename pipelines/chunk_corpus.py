@@ -28,7 +28,6 @@ from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import BudgetConfig, CountChunkTokens
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
-from transforms.embed import EmbedChunks, SentenceTransformerHandler
 from transforms.extract import ExtractText
 from transforms.incremental import (
     PreviousRun,
@@ -112,6 +111,10 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
 
     reject_parts = [read.rejects, extracted.rejects, chunked.rejects]
     if config.embeds:
+        # Imported here: RunInference brings Beam's ML stack and torch (about 2 s), which a
+        # worker should load only when the job embeds.
+        from transforms.embed import EmbedChunks, SentenceTransformerHandler
+
         handler = SentenceTransformerHandler(
             config.embedding.model,
             config.embedding.dimension,

@@ -14,7 +14,7 @@ from schemas.records import DOC_TYPES, stable_hash
 from transforms.accounting import Pricing
 from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
 from transforms.chunking.tokens import TIKTOKEN_ENCODINGS
-from transforms.embed import DEFAULT_MODEL
+from transforms.models import DEFAULT_MODEL
 
 CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
 
@@ -255,7 +255,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     """Validate the flags (errors name the flag) and freeze them into a JobConfig."""
     from transforms.boilerplate import BoilerplateConfig
     from transforms.context import ContextConfig, reserved_tokens
-    from transforms.embed import read_model_info, resolve_model_path
+    from transforms.models import read_model_info, resolve_model_path
 
     o = options.view_as(ChunkCorpusOptions)
     if not o.input:

@@ -52,7 +52,7 @@ class ChunkBudget:
         self.reuse_counts = config.chunk_tokenizer == config.pricing_tokenizer
         self.model: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:
-            from transforms.embed import resolve_model_path
+            from transforms.models import resolve_model_path
 
             self.model = make_tokenizer(f"hf:{resolve_model_path(config.model_tokenizer)}")
 

@@ -20,7 +20,7 @@ from transforms import accounting
 from transforms.chunking.base import Chunker, ChunkSpan, trim
 from transforms.chunking.recursive import recursive_split
 from transforms.chunking.tokens import TokenizedText, Tokenizer, make_tokenizer
-from transforms.embed import resolve_model_path
+from transforms.models import resolve_model_path
 
 NAMESPACE = "corpus_chunker"
 REJECTS = "rejects"
@@ -327,6 +327,13 @@ class ChunkDocuments(beam.PTransform):
 
     def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         chunk = _ChunkFn(self.config, self.pricing_tokenizer)
-        return docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
-            REJECTS, DOC_EVENTS, main="chunked"
+        # Chunking, context, counting and embedding fuse into the stage that follows; spread
+        # its documents evenly over the workers first. Without this a JSONL file's records all
+        # stay on the worker that read the file, and a runner that splits a materialised
+        # collection by its encoded blocks (Beam's multi-process DirectRunner, before the
+        # boilerplate side input) gave one of two workers a quarter more work than the other.
+        return (
+            docs
+            | "Spread documents" >> beam.Reshuffle()
+            | "Chunk by type" >> beam.ParDo(chunk).with_outputs(REJECTS, DOC_EVENTS, main="chunked")
         )

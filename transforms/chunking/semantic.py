@@ -56,7 +56,7 @@ class SemanticChunker(Chunker):
         if self._model is None:
             import os
 
-            from transforms.embed import resolve_model_path
+            from transforms.models import resolve_model_path
 
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
