@@ -71,6 +71,16 @@ def test_repeated_passages_get_their_own_offsets():
     assert all(text[c.start : c.end] == para.strip() for c in chunks)
 
 
+def test_resplit_piece_inside_the_next_chunks_overlap_keeps_chunks_in_order():
+    # Found by hypothesis: the second chunk, with its overlap, is over the limit once trimmed
+    # and is re-split; its last piece ("alpha") lay wholly inside the third chunk, whose
+    # overlap reaches back past it, and came out before a chunk that starts earlier.
+    text = "alpha 🙂 end. alpha e.g. γάμμα end. alpha alpha alpha"
+    chunks = RecursiveChunker(TOK, 16, 7).chunk(text)
+    check_invariants(text, chunks, 16, 7)
+    assert [(c.start, c.end) for c in chunks] == [(0, 23), (24, 40), (30, 52)]
+
+
 def test_very_long_word_is_split_at_tokens():
     text = "prefix " + "x" * 5000 + " suffix"
     chunks = RecursiveChunker(TOK, 32, 0).chunk(text)

@@ -115,6 +115,11 @@ class Chunker(abc.ABC):
         """
         out: list[ChunkSpan] = []
         for span in spans:
+            # A span re-split to fit can leave its last piece wholly inside the next span's
+            # overlap (which reaches back to where the re-split span began): drop the piece,
+            # the next span holds its text, and the spans stay in order.
+            while out and span.start <= out[-1].start and span.end >= out[-1].end:
+                out.pop()
             prev = out[-1] if out else None
             if prev is not None and span.start < prev.end:
                 if span.end <= prev.end:
