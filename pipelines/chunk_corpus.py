@@ -84,9 +84,18 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         config.inputs, config.max_file_bytes, config.estimate_sample
     )
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
-    documents = extracted.documents
+    # Boilerplate removal, chunking, context, counting and embedding fuse into one stage:
+    # its documents are spread evenly over the workers first (in RemoveBoilerplate, after the
+    # line counts have been taken). Without this a JSONL file's records all stay on the worker
+    # that read the file, and a runner that splits a materialised collection by its encoded
+    # blocks (Beam's multi-process DirectRunner, at the boilerplate side input) gave one of two
+    # workers a quarter more work than the other.
     if config.boilerplate.enabled:
-        documents = documents | "Remove boilerplate" >> RemoveBoilerplate(config.boilerplate)
+        documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+            config.boilerplate, spread=True
+        )
+    else:
+        documents = extracted.documents | "Spread documents" >> beam.Reshuffle()
     previous = previous_run(config)
     if previous is not None:
         routed = documents | "Find unchanged documents" >> SplitUnchanged(previous)
@@ -128,8 +137,13 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         reject_parts.append(embed_rejects)
     else:
         embedded = counted
-    # Parents are written for small-to-big retrieval, never embedded or priced.
-    final_chunks = (embedded, parents) | "Chunks and parents" >> beam.Flatten()
+    # Parents are written for small-to-big retrieval, never embedded or priced. A Flatten is
+    # a stage boundary on some runners (every chunk materialised once more, a seventh of the
+    # chunk stage's time on the multi-process DirectRunner), so only when there are parents.
+    if config.chunking.parent_chunk_size is not None:
+        final_chunks = (embedded, parents) | "Chunks and parents" >> beam.Flatten()
+    else:
+        final_chunks = embedded
     rejects = tuple(reject_parts) | "All rejects" >> beam.Flatten()
     out_documents = chunked.chunked | "Chunked documents" >> beam.Map(lambda item: item[0])
     tables = {"chunks": final_chunks, "rejects": rejects}

@@ -338,8 +338,8 @@ def remove_lines(doc: Document, boilerplate_keys: set[str]) -> tuple[Document, i
 # --- Beam -----------------------------------------------------------------------------------
 
 
-def _is_html(doc: Document, num_partitions: int) -> int:
-    return 0 if doc.doc_type == "html" else 1
+def _not_html(doc: Document) -> bool:
+    return doc.doc_type != "html"
 
 
 def _group_line_pairs(doc: Document) -> Iterator[tuple[str, str]]:
@@ -388,6 +388,9 @@ class _RemoveLinesFn(beam.DoFn):
     def process(
         self, doc: Document, boilerplate: Mapping[str, Iterable[str]]
     ) -> Iterator[Document]:
+        if not _not_html(doc):
+            yield doc  # never counted, never cut
+            return
         keys = set(boilerplate.get(group_of(doc), ()))
         new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
         if removed:
@@ -410,20 +413,28 @@ class RemoveBoilerplate(beam.PTransform):
 
     Counts, per (group, line key), the documents holding the line (a combine), decides the
     boilerplate lines of each group, and joins them back to the group's documents by key.
+    With `spread`, the documents are reshuffled evenly over the workers before the removal
+    (and whatever fuses after it).
     """
 
-    def __init__(self, config: BoilerplateConfig, label: str | None = None) -> None:
+    def __init__(
+        self, config: BoilerplateConfig, label: str | None = None, spread: bool = False
+    ) -> None:
         super().__init__(label)
         if not isinstance(config, BoilerplateConfig):
             raise ValueError(f"config must be a BoilerplateConfig, got {config!r}")
         self.config = config
+        self.spread = spread
 
     def expand(self, docs: beam.PCollection) -> beam.PCollection:
         if not self.config.enabled:
             return docs | "Pass through (disabled)" >> beam.Map(_identity).with_output_types(
                 Document
             )
-        html, others = docs | "Set HTML aside" >> beam.Partition(_is_html, 2)
+        # HTML is left out of the counts (trafilatura has removed its boilerplate) and passes
+        # the removal unchanged; no Partition and Flatten, as a Flatten is a stage boundary on
+        # some runners (every document materialised once more).
+        others = docs | "Leave HTML out of the counts" >> beam.Filter(_not_html)
         docs_in_group = (
             others
             | "Group of each document" >> beam.Map(group_of).with_output_types(str)
@@ -446,10 +457,13 @@ class RemoveBoilerplate(beam.PTransform):
         # is. A CoGroupByKey with the documents would gather a whole folder into one element,
         # which one worker must process alone (and everything fused after it: chunking, and
         # on Dataflow embedding too).
-        cleaned = others | "Remove boilerplate lines" >> beam.ParDo(
+        if self.spread:
+            # The removal waits for the side input, so its documents are held somewhere: in
+            # the reshuffle, which also spreads them evenly, rather than once more before it.
+            docs = docs | "Spread documents" >> beam.Reshuffle()
+        return docs | "Remove boilerplate lines" >> beam.ParDo(
             _RemoveLinesFn(), beam.pvalue.AsDict(boilerplate)
         ).with_output_types(Document)
-        return (html, cleaned) | "Merge HTML back" >> beam.Flatten()
 
 
 def _identity(doc: Document) -> Document:

@@ -327,13 +327,6 @@ class ChunkDocuments(beam.PTransform):
 
     def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         chunk = _ChunkFn(self.config, self.pricing_tokenizer)
-        # Chunking, context, counting and embedding fuse into the stage that follows; spread
-        # its documents evenly over the workers first. Without this a JSONL file's records all
-        # stay on the worker that read the file, and a runner that splits a materialised
-        # collection by its encoded blocks (Beam's multi-process DirectRunner, before the
-        # boilerplate side input) gave one of two workers a quarter more work than the other.
-        return (
-            docs
-            | "Spread documents" >> beam.Reshuffle()
-            | "Chunk by type" >> beam.ParDo(chunk).with_outputs(REJECTS, DOC_EVENTS, main="chunked")
+        return docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
+            REJECTS, DOC_EVENTS, main="chunked"
         )
