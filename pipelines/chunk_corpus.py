@@ -169,8 +169,11 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         read.documents | "Input events" >> beam.Map(lambda _: (accounting.INPUT,)),
         read.rejects | "Unread input events" >> beam.Map(lambda _: (accounting.INPUT,)),
         chunked.doc_events,
+        # One event per chunk: folded where the chunks are made (the combine is lifted into
+        # that stage), so only their totals join the other events.
         final_chunks
-        | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length),
+        | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length)
+        | "Chunk totals" >> beam.CombineGlobally(accounting.CostReportFn()),
         rejects | "Reject events" >> beam.Map(accounting.reject_event),
         *extra_events,
     ) | "All events" >> beam.Flatten()

@@ -103,6 +103,14 @@ def test_merge_equals_single_pass():
     assert build_report(merged, Pricing(), "run") == build_report(whole, Pricing(), "run")
 
 
+def test_totals_folded_elsewhere_count_as_their_events():
+    # The job folds its chunk events where the chunks are made and adds only their totals.
+    chunk_totals = _acc(EVENTS[5:9])
+    mixed = _acc([*EVENTS[:5], chunk_totals, *EVENTS[9:]])
+    assert build_report(mixed, Pricing(), "run") == build_report(_acc(EVENTS), Pricing(), "run")
+    assert build_report(mixed, Pricing(), "run")["chunks"] == 3
+
+
 def test_sample_projection():
     r = build_report(_acc(EVENTS), Pricing(0.02, sample_fraction=0.25), "estimate")
     assert r["projection"]["documents"] == 12

@@ -113,7 +113,9 @@ class CostReportFn(beam.CombineFn):
             },
         }
 
-    def add_input(self, acc: dict[str, Any], event: tuple) -> dict[str, Any]:
+    def add_input(self, acc: dict[str, Any], event: tuple | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(event, dict):  # the totals of a stream folded where it was made
+            return self.merge_accumulators([acc, event])
         kind = event[0]
         if kind == INPUT:
             acc["documents_in"] += 1
