@@ -52,12 +52,6 @@ from schemas.arrow import DOCUMENT_SCHEMA, chunk_row, chunk_schema, document_row
 from schemas.records import Document, RawDocument
 from transforms.budget import BudgetConfig, ChunkBudget
 from transforms.chunking.routing import DocumentChunker
-from transforms.embed import (
-    EmbedChunks,
-    SentenceTransformerHandler,
-    read_model_info,
-    resolve_model_path,
-)
 from transforms.extract import ExtractError, extract_document
 from transforms.html import html_to_markdown
 from transforms.read import document_id, parse_jsonl_line
@@ -253,6 +247,15 @@ def chunks_for_embedding(paths: list[str], n_chunks: int) -> list:
 
 
 def time_embedding(chunks: list, workers: int) -> Usage:
+    # Imported here, not at the top: the job's HTML extraction child re-imports this module
+    # (multiprocessing's spawn loads __main__), and torch would add seconds to its start.
+    from transforms.embed import (
+        EmbedChunks,
+        SentenceTransformerHandler,
+        read_model_info,
+        resolve_model_path,
+    )
+
     path = resolve_model_path("default")
     info = read_model_info(path)
 
