@@ -92,11 +92,16 @@ ALPHABET = st.sampled_from(
 )
 
 
+@functools.cache
+def tokenizer(name: str) -> TiktokenTokenizer:
+    return TiktokenTokenizer(name)  # its byte-length table takes a while to build
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join), st.data())
 def test_count_span_equals_encoding_alone(text, data):
     for name in ("cl100k_base", "o200k_base"):
-        tok = TiktokenTokenizer(name)
+        tok = tokenizer(name)
         doc = tok.tokenize(text)
         a = data.draw(st.integers(0, len(text)))
         b = data.draw(st.integers(a, len(text)))
@@ -110,11 +115,6 @@ PREFIXES = st.one_of(
     st.text(max_size=40),
 )
 JOINED_TEXTS = st.one_of(st.lists(ALPHABET, max_size=60).map("".join), st.text(max_size=80))
-
-
-@functools.cache
-def tokenizer(name: str) -> TiktokenTokenizer:
-    return TiktokenTokenizer(name)  # its byte-length table takes a while to build
 
 
 @settings(max_examples=300, deadline=None)
