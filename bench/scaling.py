@@ -19,7 +19,7 @@ against a plain loop over the same pure functions on the same files: `extract_do
 `pyarrow.parquet.write_table` per table. That ratio is the one held to the target; the ratio
 to a loop of extract + chunk alone (no counts, nothing written) is printed too.
 
-    python -m bench.scaling                  # about 15 minutes on 2 cores
+    python -m bench.scaling                  # about 17 minutes on 2 cores
     python -m bench.scaling --docs 800 --embed_chunks 200 --parts chunk,overhead
 """
 
@@ -338,7 +338,7 @@ def time_plain_loop(paths: list[str], flags: list[str], out: str | None = None) 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=8000, help="documents in the corpus")
-    parser.add_argument("--embed_chunks", type=int, default=3000, help="chunks for the embed stage")
+    parser.add_argument("--embed_chunks", type=int, default=4000, help="chunks for the embed stage")
     parser.add_argument(
         "--torch_threads",
         type=int,
