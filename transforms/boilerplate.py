@@ -388,7 +388,7 @@ class _RemoveLinesFn(beam.DoFn):
     def process(
         self, doc: Document, boilerplate: Mapping[str, Iterable[str]]
     ) -> Iterator[Document]:
-        if not _not_html(doc):
+        if doc.doc_type == "html":
             yield doc  # never counted, never cut
             return
         keys = set(boilerplate.get(group_of(doc), ()))
