@@ -89,6 +89,10 @@ class ChunkingConfig:
                 f"--chunk_size={self.chunk_size}"
             )
 
+    def strategy_for(self, doc_type: str) -> str:
+        """The strategy that chunks documents of `doc_type` (recursive when none is set)."""
+        return self.strategies.get(doc_type, "recursive")
+
     @property
     def body_size(self) -> int:
         return self.chunk_size - self.header_reserve
@@ -125,7 +129,7 @@ class DocumentChunker:
             self.model_tokenizer = make_tokenizer(f"hf:{folder}")
 
     def chunker(self, doc_type: str, size: int) -> Chunker:
-        name = self.config.strategies.get(doc_type, "recursive")
+        name = self.config.strategy_for(doc_type)
         key = (name, size)
         if key not in self._chunkers:
             overlap = self.config.chunk_overlap if size == self.config.body_size else 0
@@ -307,7 +311,7 @@ class _ChunkFn(beam.DoFn):
             return
         self.chunked.inc()
         self.n_chunks.inc(len(chunks))
-        strategy = self.config.strategies.get(doc.doc_type, "recursive")
+        strategy = self.config.strategy_for(doc.doc_type)
         yield beam.pvalue.TaggedOutput(DOC_EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
         yield (doc, chunks)
 
