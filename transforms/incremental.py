@@ -28,6 +28,10 @@ class PreviousRun:
     output: str
     fingerprint: str
 
+    def read_table(self, table: str, columns: list[str] | None = None) -> ReadFromParquet:
+        """A read of one of that run's tables (all its shards), of `columns` or all."""
+        return ReadFromParquet(FileSystems.join(self.output, table, "*.parquet"), columns=columns)
+
 
 def load_previous_run(output: str) -> PreviousRun:
     """The previous run's manifest; its absence means that run is incomplete or not a run."""
@@ -77,19 +81,12 @@ class SplitUnchanged(beam.PTransform):
         previous = (
             docs.pipeline
             | "Read previous documents"
-            >> ReadFromParquet(
-                FileSystems.join(self.previous.output, "documents", "*.parquet"),
-                columns=["doc_id", "content_hash"],
-            )
+            >> self.previous.read_table("documents", ["doc_id", "content_hash"])
             | "Key previous" >> beam.Map(lambda row: (row["doc_id"], row["content_hash"]))
         )
         failed = (
             docs.pipeline
-            | "Read previous rejects"
-            >> ReadFromParquet(
-                FileSystems.join(self.previous.output, "rejects", "*.parquet"),
-                columns=["doc_id", "stage"],
-            )
+            | "Read previous rejects" >> self.previous.read_table("rejects", ["doc_id", "stage"])
             | "Embedding failures" >> beam.Filter(lambda row: row["stage"] == "embed")
             | "Key failures" >> beam.Map(lambda row: (row["doc_id"], True))
         )
@@ -117,8 +114,7 @@ class ReuseChunks(beam.PTransform):
     def expand(self, unchanged: beam.PCollection) -> beam.PCollection:
         rows = (
             unchanged.pipeline
-            | "Read previous chunks"
-            >> ReadFromParquet(FileSystems.join(self.previous.output, "chunks", "*.parquet"))
+            | "Read previous chunks" >> self.previous.read_table("chunks")
             | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
         )
         ids = unchanged | "Unchanged ids" >> beam.Map(lambda d: (d.doc_id, True))
