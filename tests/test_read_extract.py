@@ -63,6 +63,21 @@ def test_jsonl_lines():
     assert no_id.doc_id == record_id("f.jsonl", 6, {}) != record_id("f.jsonl", 7, {})
 
 
+def test_jsonl_lone_surrogates_are_rejected_with_the_field():
+    # json.loads turns an unpaired "\ud83d" escape (half an emoji, cut by a UTF-16 truncation)
+    # into a str that cannot be encoded as UTF-8: Beam's coders and Parquet would fail the job.
+    bad_text = parse_jsonl_line("f.jsonl", 1, '{"id": 1, "text": "ok \\ud83d then"}')
+    assert (bad_text.stage, bad_text.reason) == ("read", "invalid_unicode")
+    assert all(s in bad_text.error for s in ("'text'", "U+D83D", "character 3"))
+    assert bad_text.doc_id == record_id("f.jsonl", 1, {"id": 1})
+    bad_title = parse_jsonl_line("f.jsonl", 2, '{"text": "fine", "title": "\\udc00"}')
+    assert bad_title.reason == "invalid_unicode" and "'title'" in bad_title.error
+    bad_id = parse_jsonl_line("f.jsonl", 3, '{"id": "\\ud800", "text": "fine"}')
+    assert bad_id.reason == "invalid_unicode" and bad_id.doc_id == record_id("f.jsonl", 3, {})
+    paired = parse_jsonl_line("f.jsonl", 4, '{"text": "smile \\ud83d\\ude00"}')
+    assert isinstance(paired, RawDocument) and paired.text == "smile \U0001f600"
+
+
 def test_sample_is_deterministic():
     paths = [f"/corpus/{i}.txt" for i in range(2000)]
     picked = [p for p in paths if in_sample(p, 0.25)]
@@ -115,7 +130,11 @@ def _write(folder, name, data: bytes):
 def test_read_and_extract_transforms(tmp_path):
     a = _write(tmp_path, "a.md", b"# A\n\nalpha text\n")
     b = _write(tmp_path, "b.txt", b"\xff\xfe broken")
-    c = _write(tmp_path, "c.jsonl", b'{"id": "r1", "text": "record one"}\n{oops\n')
+    c = _write(
+        tmp_path,
+        "c.jsonl",
+        b'{"id": "r1", "text": "record one"}\n{oops\n{"id": "r3", "text": "half \\ud83d"}\n',
+    )
     big = _write(tmp_path, "big.txt", b"x" * 5000)
     with TestPipeline() as p:
         read = p | ReadDocuments([str(tmp_path / "*"), a], max_file_bytes=4000)
@@ -132,6 +151,7 @@ def test_read_and_extract_transforms(tmp_path):
                 [
                     (b, "extract", "invalid_utf8"),
                     (f"{c}#L2", "read", "invalid_json"),
+                    (f"{c}#L3", "read", "invalid_unicode"),
                     (big, "read", "too_large"),
                 ]
             ),

@@ -65,6 +65,18 @@ def in_sample(path: str, fraction: float, root: str = "") -> bool:
     return int(key, 16) / 0xFFFFFFFF < fraction
 
 
+RECORD_FIELDS = ("id", "text", "title", "url", "doc_type")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object) -> int | None:
+    """Where a string holds a lone surrogate (which cannot be encoded as UTF-8), else None."""
+    if not isinstance(value, str) or value.isascii():
+        return None
+    m = _SURROGATE.search(value)
+    return m.start() if m else None
+
+
 def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawDocument | Reject:
     """One JSONL line: a record {"id", "text", "title"?, "url"?, "doc_type"?} or a reject."""
     source = f"{path}#L{line_no}"
@@ -74,6 +86,19 @@ def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawD
         return Reject(source, "read", "invalid_json", f"line {line_no}: {e}")
     if not isinstance(record, dict):
         return Reject(source, "read", "record_not_object", f"line {line_no}: {line[:200]}")
+    for field in RECORD_FIELDS:
+        at = lone_surrogate(record.get(field))
+        if at is not None:
+            # JSON's "\ud800" escapes decode to text no UTF-8 writer (Beam's coders, Parquet)
+            # can encode: one record rejected here, rather than a failed job downstream.
+            return Reject(
+                source,
+                "read",
+                "invalid_unicode",
+                f"line {line_no}: field {field!r} holds a lone surrogate "
+                f"(U+{ord(record[field][at]):04X}) at character {at}",
+                record_id(path, line_no, {} if field == "id" else record, root),
+            )
     text = record.get("text")
     doc_id = record_id(path, line_no, record, root)
     if not isinstance(text, str):
