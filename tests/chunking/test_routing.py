@@ -1,5 +1,7 @@
 """The {doc_type: strategy} table, parent/child chunks, the model-limit guard, chunk ids."""
 
+import pathlib
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -122,6 +124,33 @@ def test_chunk_document_counted_counts_the_whole_document(parent_chunk_size):
         chunks, n_tokens = chunker.chunk_document_counted(d)
         assert chunks == chunker.chunk_document(d)
         assert n_tokens == len(encoding.encode_ordinary(d.text))
+
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "samples"
+
+
+@pytest.mark.parametrize("tokenizer", ["cl100k_base", "o200k_base"])
+def test_both_token_engines_give_the_same_chunks_on_the_samples(tokenizer):
+    from transforms.detect import CODE_LANGUAGE_BY_EXTENSION
+
+    docs = []
+    for folder, doc_type in (("text", "text"), ("markdown", "markdown"), ("code", "code")):
+        for path in sorted((SAMPLES / folder).iterdir()):
+            language = CODE_LANGUAGE_BY_EXTENSION.get(path.suffix) if doc_type == "code" else None
+            docs.append(doc(path.read_text(), doc_type, language, doc_id=path.name))
+    assert len(docs) == 24
+    for size, overlap in ((512, 0), (96, 16)):
+        fast, slow = (
+            DocumentChunker(
+                ChunkingConfig(
+                    chunk_size=size, chunk_overlap=overlap, tokenizer=tokenizer, token_engine=e
+                )
+            )
+            for e in ("bpe", "tiktoken")
+        )
+        assert (fast.tokenizer.engine, slow.tokenizer.engine) == ("bpe", "tiktoken")
+        for d in docs:
+            assert fast.chunk_document_counted(d) == slow.chunk_document_counted(d), d.doc_id
 
 
 @pytest.mark.parametrize("pricing", [None, "cl100k_base", "o200k_base"])

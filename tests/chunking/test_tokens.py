@@ -9,9 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transforms.chunking.tokens import (
+    TOKEN_ENGINES,
     TiktokenTokenizer,
+    get_bpe_encoder,
     get_tiktoken_encoding,
     make_tokenizer,
+    resolve_engine,
     seed_tiktoken_cache,
 )
 
@@ -93,19 +96,93 @@ ALPHABET = st.sampled_from(
 
 
 @functools.cache
-def tokenizer(name: str) -> TiktokenTokenizer:
-    return TiktokenTokenizer(name)  # its byte-length table takes a while to build
+def tokenizer(name: str, engine: str = "auto") -> TiktokenTokenizer:
+    return TiktokenTokenizer(name, engine)  # its byte-length table takes a while to build
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join), st.data())
 def test_count_span_equals_encoding_alone(text, data):
     for name in ("cl100k_base", "o200k_base"):
-        tok = tokenizer(name)
-        doc = tok.tokenize(text)
-        a = data.draw(st.integers(0, len(text)))
-        b = data.draw(st.integers(a, len(text)))
-        assert tok.count_span(doc, a, b) == tok.count(text[a:b])
+        for engine in ("bpe", "tiktoken"):
+            tok = tokenizer(name, engine)
+            doc = tok.tokenize(text)
+            a = data.draw(st.integers(0, len(text)))
+            b = data.draw(st.integers(a, len(text)))
+            # count() is tiktoken's own in both engines: the reference
+            assert tok.count_span(doc, a, b) == tok.count(text[a:b])
+
+
+# --- the bpe engine (GitHub's bpe crate) against tiktoken ---------------------------------
+
+ENGINE_TEXTS = st.one_of(
+    st.lists(ALPHABET, max_size=120).map("".join),
+    st.text(max_size=200),
+    # long pieces: runs of one letter, digit, space or newline, where BPE implementations differ
+    st.tuples(
+        st.sampled_from(["x", "7", " ", "\n", "\t", "é", "🙂", "ab"]), st.integers(1, 700)
+    ).map(lambda t: t[0] * t[1]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ENGINE_TEXTS)
+def test_bpe_engine_gives_tiktokens_tokens(text):
+    for name in ("cl100k_base", "o200k_base"):
+        assert get_bpe_encoder(name).encode(text) == get_tiktoken_encoding(name).encode_ordinary(
+            text
+        )
+        fast, reference = (
+            tokenizer(name, "bpe").tokenize(text),
+            tokenizer(name, "tiktoken").tokenize(text),
+        )
+        assert np.array_equal(fast.boundaries, reference.boundaries)
+        assert np.array_equal(fast.token_index, reference.token_index)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_bpe_engine_on_special_token_text_and_surrogates(name):
+    fast, reference = tokenizer(name, "bpe"), tokenizer(name, "tiktoken")
+    text = "a <|endoftext|> b <|fim_prefix|>"  # ordinary text to both, never a special token
+    assert np.array_equal(fast.tokenize(text).boundaries, reference.tokenize(text).boundaries)
+    assert fast.tokenize(text).n_tokens == reference.count(text)
+    # A lone surrogate cannot be UTF-8: the bpe engine defers to tiktoken, which raises too;
+    # counting follows tiktoken's wrapper (replacement character).
+    with pytest.raises(UnicodeEncodeError):
+        fast.tokenize("a\ud800b")
+    doc = reference.tokenize("ab")
+    assert fast.count_span(doc, 0, 2) == 1 and fast._bpe_count("a\ud800b") == reference.count(
+        "a\ud800b"
+    )
+
+
+def test_engine_choice_and_pickling():
+    import pickle
+
+    assert resolve_engine("auto", "cl100k_base") == "bpe"  # rs-bpe is a dependency
+    assert TiktokenTokenizer("cl100k_base", "tiktoken").engine == "tiktoken"
+    assert make_tokenizer("o200k_base", "bpe").engine == "bpe"
+    with pytest.raises(ValueError, match="unknown token engine 'fast'"):
+        TiktokenTokenizer("cl100k_base", "fast")
+    # a worker rebuilds the engine that was asked for (and falls back if rs-bpe is missing)
+    clone = pickle.loads(pickle.dumps(TiktokenTokenizer("cl100k_base", "auto")))
+    assert (clone.requested_engine, clone.engine) == ("auto", "bpe")
+    assert set(TOKEN_ENGINES) == {"auto", "bpe", "tiktoken"}
+
+
+def test_auto_engine_falls_back_without_rs_bpe(monkeypatch):
+    import sys
+
+    from transforms.chunking import tokens
+
+    tokens.get_bpe_encoder.cache_clear()
+    monkeypatch.setitem(sys.modules, "rs_bpe.bpe", None)  # import fails as if not installed
+    try:
+        assert resolve_engine("auto", "cl100k_base") == "tiktoken"
+        with pytest.raises(ImportError, match="pip install rs-bpe"):
+            resolve_engine("bpe", "cl100k_base")
+    finally:
+        tokens.get_bpe_encoder.cache_clear()
 
 
 # Prefixes as the budget stage builds them (a header, then "\n\n") and arbitrary ones.

@@ -19,7 +19,7 @@ from schemas.records import Chunk, Document, Reject, stable_hash
 from transforms import accounting
 from transforms.chunking.base import Chunker, ChunkSpan, trim
 from transforms.chunking.recursive import recursive_split
-from transforms.chunking.tokens import TokenizedText, Tokenizer, make_tokenizer
+from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
 from transforms.models import resolve_model_path
 
 NAMESPACE = "corpus_chunker"
@@ -64,6 +64,9 @@ class ChunkingConfig:
     model_max_tokens: int | None = None
     model_header_reserve: int = 0  # word pieces left free for the header in the model's count
     config_fingerprint: str = ""
+    # How the tokenizer's tokens are computed (tokens.TOKEN_ENGINES). Every engine gives the
+    # same tokens, hence the same chunks: it is not in the config fingerprint.
+    token_engine: str = "auto"
 
     def __post_init__(self) -> None:
         body = self.chunk_size - self.header_reserve
@@ -76,6 +79,11 @@ class ChunkingConfig:
             raise ValueError(
                 f"--chunk_overlap={self.chunk_overlap} must be in [0, {body // 2}) "
                 f"(half of the {body} tokens a chunk has after its header)"
+            )
+        if self.token_engine not in TOKEN_ENGINES:
+            raise ValueError(
+                f"--token_engine={self.token_engine!r} is not an engine; choose one of "
+                f"{list(TOKEN_ENGINES)}"
             )
         for doc_type, name in self.strategies.items():
             if name not in STRATEGIES:
@@ -119,7 +127,7 @@ class DocumentChunker:
 
     def __init__(self, config: ChunkingConfig) -> None:
         self.config = config
-        self.tokenizer: Tokenizer = make_tokenizer(config.tokenizer)
+        self.tokenizer: Tokenizer = make_tokenizer(config.tokenizer, config.token_engine)
         self._chunkers: dict[tuple[str, int], Chunker] = {}
         self.model_tokenizer: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:

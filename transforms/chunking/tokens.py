@@ -82,6 +82,37 @@ def seed_tiktoken_cache(cache_dir: str | None = None) -> str:
     return cache_dir
 
 
+# How a tiktoken encoding's tokens are computed: "bpe" is GitHub's `bpe` crate (through the
+# `rs-bpe` package), which gives the same tokens as tiktoken about 1.7x faster on whole documents
+# and 3x faster on a word; "tiktoken" is tiktoken itself; "auto" is bpe when it is installed.
+TOKEN_ENGINES = ("auto", "bpe", "tiktoken")
+
+
+@functools.lru_cache(maxsize=4)
+def get_bpe_encoder(name: str):
+    """GitHub's `bpe` tokenizer for a tiktoken encoding (the `rs-bpe` package; data built in)."""
+    if name not in TIKTOKEN_ENCODINGS:
+        raise ValueError(f"unknown tiktoken encoding {name!r}; choose one of {TIKTOKEN_ENCODINGS}")
+    from rs_bpe.bpe import openai
+
+    return openai.cl100k_base() if name == "cl100k_base" else openai.o200k_base()
+
+
+def resolve_engine(engine: str, name: str) -> str:
+    """The engine `engine` stands for on this machine: "bpe" or "tiktoken"."""
+    if engine not in TOKEN_ENGINES:
+        raise ValueError(f"unknown token engine {engine!r}; choose one of {TOKEN_ENGINES}")
+    if engine == "tiktoken":
+        return engine
+    try:
+        get_bpe_encoder(name)
+    except ImportError as e:
+        if engine == "bpe":
+            raise ImportError("the bpe token engine needs `pip install rs-bpe`") from e
+        return "tiktoken"
+    return "bpe"
+
+
 @functools.lru_cache(maxsize=4)
 def get_tiktoken_encoding(name: str):
     """A tiktoken encoding loaded offline (seeding the cache first)."""
@@ -168,10 +199,18 @@ def _char_boundaries(offsets: np.ndarray, text: str) -> tuple[np.ndarray, np.nda
 
 
 class TiktokenTokenizer:
-    """A tiktoken encoding (cl100k_base, o200k_base) with vectorised token offsets."""
+    """A tiktoken encoding (cl100k_base, o200k_base) with vectorised token offsets.
 
-    def __init__(self, name: str = "cl100k_base") -> None:
+    `count`, `encode` and `decode` are tiktoken's own: the reference every limit is stated in.
+    With the "bpe" engine, a document's tokenization (`tokenize`) and the edge pieces that
+    `count_span` encodes come from GitHub's `bpe` crate, which produces the same tokens (tested
+    against tiktoken on random text and on every benchmark document, both encodings).
+    """
+
+    def __init__(self, name: str = "cl100k_base", engine: str = "auto") -> None:
         self.name = name
+        self.requested_engine = engine
+        self.engine = resolve_engine(engine, name)
         self._enc = get_tiktoken_encoding(name)
         n = self._enc.max_token_value + 1
         lengths = np.zeros(n, dtype=np.int64)
@@ -188,12 +227,20 @@ class TiktokenTokenizer:
         # The Rust encoder itself: `count_span` calls it a few times per chunk, and tiktoken's
         # Python wrapper costs as much as encoding a word.
         self._encode_core = self._enc._core_bpe.encode_ordinary
+        self._bpe = get_bpe_encoder(name) if self.engine == "bpe" else None
+        self._count_piece = self._bpe_count if self._bpe is not None else self.count
 
     def count(self, text: str) -> int:
         try:
             return len(self._encode_core(text))
         except UnicodeEncodeError:  # lone surrogates: tiktoken's wrapper replaces them
             return len(self._enc.encode_ordinary(text))
+
+    def _bpe_count(self, text: str) -> int:
+        try:
+            return self._bpe.count(text)
+        except UnicodeEncodeError:
+            return self.count(text)
 
     def count_span(self, doc: TokenizedText, start: int, end: int) -> int:
         """Tokens of doc.text[start:end] encoded alone, exactly; `doc` is this tokenizer's.
@@ -209,7 +256,7 @@ class TiktokenTokenizer:
         breaks = self._breaks
         first = breaks.search(text, start - 1 if start else 0, end) if breaks is not None else None
         if first is None:
-            return self.count(text[start:end])
+            return self._count_piece(text[start:end])
         head = first.end()  # start itself when it is a break
         if end == len(text) or (text[end] in " \t" and not text[end - 1].isspace()):
             tail = end
@@ -224,13 +271,13 @@ class TiktokenTokenizer:
         i = bounds.searchsorted(head)
         j = bounds.searchsorted(tail)
         if bounds.item(i) != head or bounds.item(j) != tail:  # not this tokenizer's document
-            return self.count(text[start:end])
+            return self._count_piece(text[start:end])
         index = doc.token_index
         count = index.item(j) - index.item(i)
         if head > start:
-            count += self.count(text[start:head])
+            count += self._count_piece(text[start:head])
         if tail < end:
-            count += self.count(text[tail:end])
+            count += self._count_piece(text[tail:end])
         return count
 
     def count_joined(self, prefix: str, text: str, text_tokens: int) -> int:
@@ -254,10 +301,19 @@ class TiktokenTokenizer:
     def decode(self, tokens: Sequence[int]) -> str:
         return self._enc.decode(list(tokens))
 
-    def tokenize(self, text: str) -> TokenizedText:
+    def _token_array(self, text: str) -> np.ndarray:
+        if self._bpe is not None:
+            try:
+                ids = self._bpe.encode(text)
+                return np.fromiter(ids, dtype=np.uint32, count=len(ids))
+            except UnicodeEncodeError:  # lone surrogates: tiktoken decides (it raises too)
+                pass
         # encode_to_numpy with no special tokens is encode_ordinary, into a buffer rather than
         # a list of Python ints (a tenth of the encoding time on a large document).
-        tokens = self._enc.encode_to_numpy(text, disallowed_special=())
+        return self._enc.encode_to_numpy(text, disallowed_special=())
+
+    def tokenize(self, text: str) -> TokenizedText:
+        tokens = self._token_array(text)
         if len(tokens) == 0:
             empty = np.array([0, len(text)] if text else [0], dtype=np.int64)
             return TokenizedText(text, empty, np.zeros(len(empty), dtype=np.int64))
@@ -268,7 +324,8 @@ class TiktokenTokenizer:
         return TokenizedText(text, boundaries, token_index)
 
     def __reduce__(self):
-        return (TiktokenTokenizer, (self.name,))
+        # The engine asked for, not the one found here: a worker without rs-bpe falls back.
+        return (TiktokenTokenizer, (self.name, self.requested_engine))
 
 
 class HuggingFaceTokenizer:
@@ -310,8 +367,9 @@ def count_alone(tokenizer: Tokenizer, doc: TokenizedText, start: int, end: int) 
     return tokenizer.count(doc.text[start:end])
 
 
-def make_tokenizer(name: str) -> Tokenizer:
-    """`cl100k_base`, `o200k_base`, or `hf:PATH` for a Hugging Face tokenizer folder."""
+def make_tokenizer(name: str, engine: str = "auto") -> Tokenizer:
+    """`cl100k_base`, `o200k_base` (computed by `engine`), or `hf:PATH` for a Hugging Face
+    tokenizer folder."""
     if name.startswith("hf:"):
         return HuggingFaceTokenizer(name[3:])
-    return TiktokenTokenizer(name)
+    return TiktokenTokenizer(name, engine)
