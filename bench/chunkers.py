@@ -1,7 +1,10 @@
 """Chunker throughput and quality: ours against LangChain, chonkie and semchunk at 512 tokens.
 
 Every chunker runs in this one process on the same real corpus (prose, Markdown and code found
-on this machine), with raw tiktoken `encode_ordinary` of the same text as the ceiling. For each
+on this machine), with raw tiktoken `encode_ordinary` of the same text as the ceiling. Ours runs
+with each token engine: bpe (GitHub's bpe crate, package rs-bpe, the default) and tiktoken;
+raw encoding with the bpe engine is timed too, and its tokens are checked against tiktoken's on
+every document. For each
 it reports MB/s (median of the repeats), chunks, the largest chunk's token count and how many
 chunks are over the limit (every chunk encoded alone with cl100k_base), and, on prose, how
 many chunk ends fall mid-sentence by blingfire.
@@ -167,6 +170,11 @@ def load_corpus(args: argparse.Namespace) -> dict[str, list[Doc]]:
 
 # --- the chunkers ---------------------------------------------------------------------------
 
+TIKTOKEN = "tiktoken encode_ordinary"
+BPE = "bpe engine encode (rs-bpe)"
+OURS_TIKTOKEN = "ours: RecursiveChunker, tiktoken engine"
+CHONKIE_BPE = "chonkie RecursiveChunker, bpe engine (not a peer row)"
+
 # A chunker is built fresh for every timed pass (no cache carries over from the last one) and
 # maps (text, language) to its raw output; `spans` turns that into (start, end) offsets after
 # the clock has stopped.
@@ -214,10 +222,17 @@ def _located(text: str, chunks: list[str]) -> list[tuple[int, int]]:
 
 
 def contenders(size: int, only: list[str] | None) -> list[Contender]:
-    from transforms.chunking.tokens import TiktokenTokenizer, get_tiktoken_encoding
+    from transforms.chunking.tokens import (
+        TiktokenTokenizer,
+        get_bpe_encoder,
+        get_tiktoken_encoding,
+    )
 
     enc = get_tiktoken_encoding("cl100k_base")  # seeds TIKTOKEN_CACHE_DIR for the peers too
-    tokenizer = TiktokenTokenizer("cl100k_base")  # builds its vocabulary table once, untimed
+    # Built once, untimed (the vocabulary table): the default engine, and tiktoken's.
+    tokenizer = TiktokenTokenizer("cl100k_base", "bpe")
+    reference = TiktokenTokenizer("cl100k_base", "tiktoken")
+    bpe = get_bpe_encoder("cl100k_base")
 
     def langchain():
         from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -235,6 +250,28 @@ def contenders(size: int, only: list[str] | None) -> list[Contender]:
         chunker = RecursiveChunker(tokenizer=enc, chunk_size=size)
         return lambda text, language: chunker.chunk(text)
 
+    def chonkie_bpe():
+        from chonkie import RecursiveChunker
+        from chonkie.tokenizer import AutoTokenizer
+
+        class BpeTokenizer(AutoTokenizer):  # chonkie takes an AutoTokenizer as it is
+            _backend = "rs-bpe"
+
+            def count_tokens(self, text: str) -> int:
+                return self.tokenizer.count(text)
+
+            def count_tokens_batch(self, texts):
+                return [self.tokenizer.count(t) for t in texts]
+
+            def encode_batch(self, texts):
+                return [self.tokenizer.encode(t) for t in texts]
+
+            def decode_batch(self, token_sequences):
+                return [self.tokenizer.decode(list(t)) for t in token_sequences]
+
+        chunker = RecursiveChunker(tokenizer=BpeTokenizer(bpe), chunk_size=size)
+        return lambda text, language: chunker.chunk(text)
+
     def semchunk():
         import semchunk as sc
 
@@ -245,15 +282,12 @@ def contenders(size: int, only: list[str] | None) -> list[Contender]:
         return [(c.start_index, c.end_index) for c in out]
 
     every = [
-        Contender(
-            "tiktoken encode_ordinary",
-            KINDS,
-            lambda: lambda text, language: enc.encode_ordinary(text),
-            None,
-        ),
+        Contender(TIKTOKEN, KINDS, lambda: lambda text, language: enc.encode_ordinary(text), None),
+        Contender(BPE, KINDS, lambda: lambda text, language: bpe.encode(text), None),
         Contender(
             "ours: RecursiveChunker", KINDS, _ours("recursive", tokenizer, size), _ours_spans
         ),
+        Contender(OURS_TIKTOKEN, KINDS, _ours("recursive", reference, size), _ours_spans),
         Contender(
             "ours: MarkdownChunker", ("markdown",), _ours("markdown", tokenizer, size), _ours_spans
         ),
@@ -261,6 +295,9 @@ def contenders(size: int, only: list[str] | None) -> list[Contender]:
         Contender("LangChain RecursiveCharacterTextSplitter", KINDS, langchain, _located, True),
         Contender("chonkie RecursiveChunker", KINDS, chonkie, chonkie_spans, True),
         Contender("semchunk", KINDS, semchunk, lambda text, out: list(out[1]), True),
+        # Not a peer as the benchmark defines them (each with tiktoken): chonkie given our
+        # default engine, to show what the engine and what the chunker contributes.
+        Contender(CHONKIE_BPE, KINDS, chonkie_bpe, chonkie_spans),
     ]
     if only:
         every = [c for c in every if any(o.lower() in c.name.lower() for o in only)]
@@ -302,6 +339,7 @@ class Result:
     inner_ends: int = 0  # chunk ends other than the document's end (prose only)
     bad_offsets: int = 0  # chunks whose reported offsets do not slice their own text
     bad_counts: int = 0  # chunks whose reported token count is not their alone-encoding's
+    digest: str = ""  # of every chunk's offsets and reported count, to compare two runs
 
 
 def measure_output(
@@ -310,9 +348,10 @@ def measure_output(
     result = Result()
     if contender.is_ceiling:
         return result
-    texts, reported = [], []
+    texts, reported, all_spans = [], [], []
     for doc_index, (doc, out) in enumerate(zip(docs, outputs, strict=True)):
         spans = contender.spans(doc.text, out)
+        all_spans.append(spans)
         chunk_texts = _chunk_texts(out)
         for i, (s, e) in enumerate(spans):
             piece = doc.text[s:e]
@@ -333,6 +372,7 @@ def measure_output(
             k = bisect.bisect_left(sentence_end, e)
             if k == len(sentence_end) or sentence_end[k] != e:
                 result.mid_sentence += 1
+    result.digest = hashlib.sha1(repr((all_spans, reported)).encode()).hexdigest()
     counts = [len(t) for t in enc.encode_ordinary_batch(texts)] if texts else []
     result.chunks = len(counts)
     result.max_tokens = max(counts, default=0)
@@ -430,7 +470,7 @@ def report(
             return mb / sum(statistics.median(getattr(p, clock)) for p in parts)
 
         peers = [rate(parts, "cpu") for _, peer, _, parts in entries if peer]
-        ceiling = next((rate(parts, "cpu") for _, _, ceil, parts in entries if ceil), None)
+        ceiling = next((rate(parts, "cpu") for n, _, _, parts in entries if n == TIKTOKEN), None)
         for name, _, is_ceiling, parts in entries:
             cpu_rate = rate(parts, "cpu")
             inner = sum(p.inner_ends for p in parts)
@@ -475,6 +515,15 @@ def report(
         for (k, n), r in results.items()
         if r.bad_counts
     ]
+    for kind in kinds_present:
+        ours = [results.get((kind, n)) for n in ("ours: RecursiveChunker", OURS_TIKTOKEN)]
+        if all(ours):
+            same = ours[0].digest == ours[1].digest
+            notes.append(
+                f"- ours on {kind}: the two token engines give "
+                + ("the same chunks and counts" if same else "DIFFERENT chunks or counts")
+            )
+    notes += engine_check(corpus)
     if notes:
         notes.insert(0, "")
     command = shlex.join(["python", "-m", "bench.chunkers", *args.argv])
@@ -490,6 +539,23 @@ def report(
         "",
     ]
     return "\n".join([*head, *lines, *notes])
+
+
+def engine_check(corpus: dict[str, list[Doc]]) -> list[str]:
+    """Whether the bpe engine's tokens equal tiktoken's on every document (both encodings)."""
+    from transforms.chunking.tokens import get_bpe_encoder, get_tiktoken_encoding
+
+    docs = [d for k in KINDS for d in corpus.get(k, [])]
+    notes = []
+    for name in ("cl100k_base", "o200k_base"):
+        bpe, enc = get_bpe_encoder(name), get_tiktoken_encoding(name)
+        differ = [d.source for d in docs if bpe.encode(d.text) != enc.encode_ordinary(d.text)]
+        notes.append(
+            f"- bpe engine vs tiktoken, {name}: the same tokens on "
+            f"{len(docs) - len(differ)} of {len(docs)} documents"
+            + (f"; they differ on {', '.join(differ[:5])}" if differ else "")
+        )
+    return notes
 
 
 def _cpu_name() -> str:
