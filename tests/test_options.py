@@ -5,6 +5,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.chunk_corpus import main
 from pipelines.options import config_from_options
+from transforms.chunking.tokens import bpe_version
 
 
 def config(*flags):
@@ -55,7 +56,10 @@ def test_token_engine_reaches_the_chunker_but_not_the_fingerprint():
     slow = config("--embedding_model=none", "--token_engine=tiktoken")
     assert (c.chunking.token_engine, slow.chunking.token_engine) == ("auto", "tiktoken")
     assert slow.fingerprint == c.fingerprint  # the same tokens, so the same chunks
-    assert slow.settings["token_engine"] == "tiktoken"  # but the manifest says which ran
+    # the manifest says what was asked for and what that meant on the launcher
+    assert (slow.settings["token_engine"], c.settings["token_engine"]) == ("tiktoken", "auto")
+    assert slow.settings["token_engine_on_launcher"] == "tiktoken"
+    assert c.settings["token_engine_on_launcher"] == f"bpe (rs-bpe {bpe_version()})"
     with pytest.raises(ValueError, match="--token_engine='fast'"):
         type(c.chunking)(token_engine="fast")
 

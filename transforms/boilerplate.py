@@ -383,7 +383,7 @@ class _RemoveLinesFn(beam.DoFn):
     def setup(self) -> None:
         from transforms.chunking.tokens import make_tokenizer
 
-        self.tokenizer = make_tokenizer(self.tokenizer_name)
+        self.tokenizer = make_tokenizer(self.tokenizer_name, "tiktoken")  # counts only
 
     def process(
         self, doc: Document, boilerplate: Mapping[str, Iterable[str]]

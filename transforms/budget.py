@@ -48,7 +48,8 @@ class ChunkBudget:
 
     def __init__(self, config: BudgetConfig) -> None:
         self.config = config
-        self.pricing: Tokenizer = make_tokenizer(config.pricing_tokenizer)
+        # Counts only, in tiktoken itself (chunk counts come with the chunks).
+        self.pricing: Tokenizer = make_tokenizer(config.pricing_tokenizer, "tiktoken")
         self.reuse_counts = config.chunk_tokenizer == config.pricing_tokenizer
         self.model: Tokenizer | None = None
         if config.model_tokenizer and config.model_max_tokens:

@@ -552,7 +552,7 @@ class _PathContextFn(beam.DoFn):
         self._counters = _Counters()
 
     def setup(self) -> None:
-        self._tokenizer = make_tokenizer(self._config.tokenizer)
+        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
 
     def process(self, element: tuple[str, list[Chunk]]) -> Iterator[Chunk]:
         for chunk in element[1]:
@@ -571,7 +571,7 @@ class _LLMContextFn(beam.DoFn):
         self._counters = _Counters()
 
     def setup(self) -> None:
-        self._tokenizer = make_tokenizer(self._config.tokenizer)
+        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
         self._session = make_session(self._config)
         self._client = LLMContextClient(self._config, self._tokenizer, session=self._session)
         self._executor = ThreadPoolExecutor(

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transforms.chunking.tokens import (
-    TOKEN_ENGINES,
     TiktokenTokenizer,
     get_bpe_encoder,
     get_tiktoken_encoding,
@@ -129,9 +128,9 @@ ENGINE_TEXTS = st.one_of(
 @given(ENGINE_TEXTS)
 def test_bpe_engine_gives_tiktokens_tokens(text):
     for name in ("cl100k_base", "o200k_base"):
-        assert get_bpe_encoder(name).encode(text) == get_tiktoken_encoding(name).encode_ordinary(
-            text
-        )
+        expected = get_tiktoken_encoding(name).encode_ordinary(text)
+        assert get_bpe_encoder(name).encode(text) == expected
+        assert get_bpe_encoder(name).count(text) == len(expected)
         fast, reference = (
             tokenizer(name, "bpe").tokenize(text),
             tokenizer(name, "tiktoken").tokenize(text),
@@ -146,14 +145,11 @@ def test_bpe_engine_on_special_token_text_and_surrogates(name):
     text = "a <|endoftext|> b <|fim_prefix|>"  # ordinary text to both, never a special token
     assert np.array_equal(fast.tokenize(text).boundaries, reference.tokenize(text).boundaries)
     assert fast.tokenize(text).n_tokens == reference.count(text)
-    # A lone surrogate cannot be UTF-8: the bpe engine defers to tiktoken, which raises too;
-    # counting follows tiktoken's wrapper (replacement character).
+    # A lone surrogate cannot be UTF-8: the bpe engine defers to tiktoken, which raises too
+    # when tokenizing, and counts it as tiktoken's wrapper does (a replacement character).
     with pytest.raises(UnicodeEncodeError):
         fast.tokenize("a\ud800b")
-    doc = reference.tokenize("ab")
-    assert fast.count_span(doc, 0, 2) == 1 and fast._bpe_count("a\ud800b") == reference.count(
-        "a\ud800b"
-    )
+    assert fast._bpe_count("a\ud800b") == reference.count("a\ud800b") == 3
 
 
 def test_engine_choice_and_pickling():
@@ -167,22 +163,50 @@ def test_engine_choice_and_pickling():
     # a worker rebuilds the engine that was asked for (and falls back if rs-bpe is missing)
     clone = pickle.loads(pickle.dumps(TiktokenTokenizer("cl100k_base", "auto")))
     assert (clone.requested_engine, clone.engine) == ("auto", "bpe")
-    assert set(TOKEN_ENGINES) == {"auto", "bpe", "tiktoken"}
 
 
-def test_auto_engine_falls_back_without_rs_bpe(monkeypatch):
-    import sys
-
+@pytest.fixture
+def fresh_engine_checks():
     from transforms.chunking import tokens
 
-    tokens.get_bpe_encoder.cache_clear()
+    caches = (tokens.get_bpe_encoder, tokens._bpe_disagrees)  # the tests may patch them out
+    for cached in caches:
+        cached.cache_clear()
+    yield tokens
+    for cached in caches:
+        cached.cache_clear()
+
+
+def test_auto_engine_falls_back_without_rs_bpe(monkeypatch, fresh_engine_checks, caplog):
+    import pickle
+    import sys
+
     monkeypatch.setitem(sys.modules, "rs_bpe.bpe", None)  # import fails as if not installed
-    try:
-        assert resolve_engine("auto", "cl100k_base") == "tiktoken"
-        with pytest.raises(ImportError, match="pip install rs-bpe"):
-            resolve_engine("bpe", "cl100k_base")
-    finally:
-        tokens.get_bpe_encoder.cache_clear()
+    assert resolve_engine("auto", "cl100k_base") == "tiktoken"
+    assert "rs-bpe is not installed" in caplog.text
+    with pytest.raises(ValueError, match="--token_engine=bpe: rs-bpe is not installed"):
+        resolve_engine("bpe", "cl100k_base")
+    tok = TiktokenTokenizer("cl100k_base", "auto")
+    assert tok.engine == "tiktoken" and tok._bpe is None
+    assert tok.tokenize("hello world").n_tokens == 2
+    assert pickle.loads(pickle.dumps(tok)).engine == "tiktoken"
+
+
+def test_an_rs_bpe_that_disagrees_with_tiktoken_is_not_used(monkeypatch, fresh_engine_checks):
+    tokens = fresh_engine_checks
+    real = tokens.get_bpe_encoder("o200k_base")
+
+    class OffByOne:  # a future release that tokenizes one piece differently
+        def encode(self, text):
+            return [*real.encode(text), 0]
+
+        def count(self, text):
+            return real.count(text)
+
+    monkeypatch.setattr(tokens, "get_bpe_encoder", lambda name: OffByOne())
+    assert resolve_engine("auto", "o200k_base") == "tiktoken"
+    with pytest.raises(ValueError, match="tokenizes a probe text differently from tiktoken"):
+        resolve_engine("bpe", "o200k_base")
 
 
 # Prefixes as the budget stage builds them (a header, then "\n\n") and arbitrary ones.

@@ -6,6 +6,7 @@ import pytest
 
 from pipelines.chunk_corpus import run
 from tests.tables import manifest, read_table
+from transforms.chunking import tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples", "*", "*")
@@ -17,11 +18,21 @@ def _ids(out):
 
 
 @pytest.mark.slow
-def test_rerun_gives_identical_ids(tmp_path):
+def test_rerun_gives_identical_ids(tmp_path, monkeypatch):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     flags = ["--input", SAMPLES, "--embedding_model=none"]
     run([*flags, "--output", a])
-    run([*flags, "--output", b, "--direct_num_workers=1"])
+    assert manifest(a)["config"]["token_engine_on_launcher"].startswith("bpe (rs-bpe ")
+
+    # The rerun takes the other token engine, and no stage may touch rs-bpe in it.
+    def no_bpe(*args, **kwargs):
+        raise AssertionError("the bpe engine was used under --token_engine=tiktoken")
+
+    monkeypatch.setattr(tokens, "get_bpe_encoder", no_bpe)
+    monkeypatch.setattr(tokens, "_bpe_disagrees", no_bpe)
+    run([*flags, "--output", b, "--direct_num_workers=1", "--token_engine=tiktoken"])
+    monkeypatch.undo()
+    assert manifest(b)["config"]["token_engine_on_launcher"] == "tiktoken"
     assert _ids(a) == _ids(b)
     assert manifest(a)["config_fingerprint"] == manifest(b)["config_fingerprint"]
     # a setting that changes the output changes every id

@@ -296,7 +296,7 @@ class _ChunkFn(beam.DoFn):
     def setup(self) -> None:
         self.core = DocumentChunker(self.config)
         if self.pricing_tokenizer != self.config.tokenizer:
-            self.pricing = make_tokenizer(self.pricing_tokenizer)
+            self.pricing = make_tokenizer(self.pricing_tokenizer, "tiktoken")  # counts only
 
     def process(self, doc: Document) -> Iterator:
         assert self.core is not None
