@@ -1,6 +1,7 @@
 """Reading, type detection and extraction: pure cores and their Beam wrappers."""
 
 import json
+import os
 
 import apache_beam as beam
 import pytest
@@ -196,6 +197,24 @@ def test_gzipped_jsonl_is_read_line_by_line(tmp_path):
         assert_that(
             read.documents | beam.Map(lambda d: (d.source.rsplit("/", 1)[1], d.text)),
             equal_to([("r.jsonl.gz#L1", "one"), ("r.jsonl.gz#L2", "two")]),
+        )
+
+
+def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
+    # Linux file names are bytes; Python keeps undecodable ones as lone surrogates, which no
+    # UTF-8 coder can carry: the job used to fail in Beam's coder at the first such file.
+    bad = os.path.join(os.fsencode(tmp_path), b"caf\xe9 notes.txt")
+    with open(bad, "wb") as f:
+        f.write(b"latin-1 named file\n")
+    good = _write(tmp_path, "good.txt", b"a good file\n")
+    shown = str(tmp_path / "caf\\xe9 notes.txt")
+    with TestPipeline() as p:
+        read = p | ReadDocuments([str(tmp_path / "*")])
+        assert_that(read.documents | beam.Map(lambda d: d.source), equal_to([good]), label="docs")
+        assert_that(
+            read.rejects | beam.Map(lambda r: (r.source, r.stage, r.reason, r.doc_id)),
+            equal_to([(shown, "read", "invalid_file_name", document_id(shown, str(tmp_path)))]),
+            label="rejects",
         )
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -171,10 +172,48 @@ class _ReadFileFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
 
 
+def printable_path(path: str) -> str:
+    """`path` as UTF-8 can hold it: bytes of a non-UTF-8 file name (which Python keeps as lone
+    surrogates) written as backslash escapes."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class _PathFn(beam.DoFn):
+    """A matched file's path, or a reject when the name is not UTF-8 (nothing downstream,
+    Beam's coders included, can carry it as text)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def process(self, metadata) -> Iterator:
+        path = metadata.path
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = printable_path(path)
+            yield beam.pvalue.TaggedOutput(
+                REJECTS,
+                Reject(
+                    shown,
+                    "read",
+                    "invalid_file_name",
+                    "the file name is not valid UTF-8; rename the file to read it",
+                    document_id(shown, self.root),
+                ),
+            )
+            return
+        yield path
+
+
+class ReadResult(NamedTuple):
+    documents: beam.PCollection  # RawDocument
+    rejects: beam.PCollection  # Reject
+
+
 class ReadDocuments(beam.PTransform):
     """Match file patterns and read each file (or JSONL record) as a RawDocument.
 
-    Outputs a tagged result: the main output of RawDocument and `rejects` of Reject.
+    Outputs a ReadResult: `documents` of RawDocument and `rejects` of Reject.
     """
 
     def __init__(
@@ -192,12 +231,15 @@ class ReadDocuments(beam.PTransform):
         self.sample = sample
         self.root = input_root(self.patterns)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.DoOutputsTuple:
-        return (
+    def expand(self, pbegin: beam.pvalue.PBegin) -> ReadResult:
+        paths = (
             pbegin
             | "File patterns" >> beam.Create(self.patterns)
             | "Match files" >> fileio.MatchAll()
-            | "Paths" >> beam.Map(lambda metadata: metadata.path)
+            | "Paths" >> beam.ParDo(_PathFn(self.root)).with_outputs(REJECTS, main="paths")
+        )
+        read = (
+            paths.paths
             | "Dedupe paths" >> beam.Distinct()
             | "Sample files" >> beam.Filter(in_sample, self.sample, self.root)
             | "Open files" >> fileio.ReadMatches()
@@ -206,6 +248,8 @@ class ReadDocuments(beam.PTransform):
                 REJECTS, main="documents"
             )
         )
+        rejects = (paths[REJECTS], read[REJECTS]) | "Read rejects" >> beam.Flatten()
+        return ReadResult(read.documents, rejects)
 
 
 def check_patterns(patterns: Sequence[str]) -> None:
