@@ -191,7 +191,8 @@ class ChunkCorpusOptions(PipelineOptions):
             "--max_file_bytes",
             type=int,
             default=20_000_000,
-            help="Larger files are rejected as too_large (default 20 MB).",
+            help="Larger files, and longer JSONL record lines, are rejected as too_large "
+            "(default 20 MB).",
         )
         g.add_argument(
             "--boilerplate",

@@ -7,6 +7,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.records import RawDocument, Reject
 from transforms.detect import detect, is_binary, sniff
@@ -14,6 +16,7 @@ from transforms.extract import ExtractError, ExtractText, decode, extract_docume
 from transforms.html import html_to_markdown
 from transforms.read import (
     ReadDocuments,
+    bounded_lines,
     document_id,
     in_sample,
     input_root,
@@ -214,6 +217,49 @@ def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
         assert_that(
             read.rejects | beam.Map(lambda r: (r.source, r.stage, r.reason, r.doc_id)),
             equal_to([(shown, "read", "invalid_file_name", document_id(shown, str(tmp_path)))]),
+            label="rejects",
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"a", b"\n", b"xyz", b"\r\n", b"\xe9", b"{}"]), max_size=60).map(
+        b"".join
+    ),
+    st.integers(1, 12),
+    st.integers(1, 9),
+)
+def test_bounded_lines_are_the_lines_with_the_long_ones_left_out(data, limit, chunk_bytes):
+    import io
+    import re
+
+    lines = re.findall(rb"[^\n]*\n|[^\n]+$", data)
+    expected = [(line if len(line) <= limit else None, len(line)) for line in lines]
+    assert list(bounded_lines(io.BytesIO(data), limit, chunk_bytes)) == expected
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_jsonl_record_over_the_size_limit_is_rejected_and_the_rest_read(tmp_path, gz):
+    import gzip
+
+    big = json.dumps({"id": "big", "text": "word " * 2000}).encode()
+    data = b'{"id": "a", "text": "one"}\n' + big + b'\n{"id": "b", "text": "two"}\n'
+    path = tmp_path / ("r.jsonl.gz" if gz else "r.jsonl")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    with TestPipeline() as p:
+        read = p | ReadDocuments([str(path)], max_file_bytes=1000)
+        assert_that(read.documents | beam.Map(lambda d: d.text), equal_to(["one", "two"]))
+        assert_that(
+            read.rejects | beam.Map(lambda r: (r.source.rsplit("/", 1)[1], r.reason, r.error)),
+            equal_to(
+                [
+                    (
+                        f"{path.name}#L2",
+                        "too_large",
+                        f"line 2: a record of {len(big) + 1} bytes, over --max_file_bytes=1000",
+                    )
+                ]
+            ),
             label="rejects",
         )
 

@@ -156,8 +156,21 @@ class _ReadFileFn(beam.DoFn):
 
     def _records(self, readable: fileio.ReadableFile, path: str) -> Iterator:
         with readable.open(compression_type=CompressionTypes.AUTO) as f:
-            # readline, not iteration: a .jsonl.gz opens as Beam's CompressedFile
-            for line_no, raw in enumerate(iter(f.readline, b""), start=1):
+            for line_no, (raw, size) in enumerate(bounded_lines(f, self.max_file_bytes), start=1):
+                if raw is None:
+                    yield beam.pvalue.TaggedOutput(
+                        REJECTS,
+                        Reject(
+                            f"{path}#L{line_no}",
+                            "read",
+                            "too_large",
+                            f"line {line_no}: a record of {size} bytes, over "
+                            f"--max_file_bytes={self.max_file_bytes}",
+                            record_id(path, line_no, {}, self.root),
+                        ),
+                    )
+                    continue
+                self.bytes_read.inc(size)
                 try:
                     line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
                 except UnicodeDecodeError as e:
@@ -170,6 +183,41 @@ class _ReadFileFn(beam.DoFn):
                 self.records.inc()
                 out = parse_jsonl_line(path, line_no, line, self.root)
                 yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
+
+
+def bounded_lines(f, limit: int, chunk_bytes: int = 1 << 20) -> Iterator[tuple[bytes | None, int]]:
+    """(line, its size in bytes) of a binary file, newline kept; a line over `limit` bytes comes
+    as (None, size) and is skipped as it is read, never held whole.
+
+    Reads `chunk_bytes` at a time with `read` alone, which Beam's CompressedFile (a .jsonl.gz)
+    and plain files both have.
+    """
+    pending = bytearray()
+    skipped = -1  # bytes of an over-long line skipped so far; -1 while not skipping
+    while data := f.read(chunk_bytes):
+        start = 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            if skipped >= 0:
+                skipped += end - start
+            else:
+                pending += data[start:end]
+                if len(pending) > limit:
+                    skipped = len(pending)
+                    pending.clear()
+            if newline >= 0:
+                if skipped >= 0:
+                    yield None, skipped
+                    skipped = -1
+                else:
+                    yield bytes(pending), len(pending)
+                    pending.clear()
+            start = end
+    if skipped >= 0:
+        yield None, skipped
+    elif pending:
+        yield bytes(pending), len(pending)
 
 
 def printable_path(path: str) -> str:
