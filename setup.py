@@ -15,6 +15,7 @@ REQUIRES = [
     "markdown-it-py>=3",
     "trafilatura>=2.0",
     "lxml_html_clean",
+    "w3lib>=2",  # the encoding an HTML page declares
     "tree-sitter>=0.26,<0.27",
     "tree-sitter-python",
     "tree-sitter-javascript",

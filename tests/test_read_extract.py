@@ -99,6 +99,51 @@ def test_decode_errors_name_the_reason():
     assert decode(RawDocument("x.txt", "id", b"\xef\xbb\xbfa\r\nb\r")) == "a\nb\n"
 
 
+def _reason(raw):
+    with pytest.raises(ExtractError) as e:
+        decode(raw)
+    return e.value.reason, str(e.value)
+
+
+def test_html_in_a_legacy_encoding_is_read_as_it_declares():
+    body = "<p>Le café est très bon, la crème aussi. Ça coûte 3 €.</p></body></html>"
+    meta = '<html><head><meta charset="iso-8859-1"><title>Café</title></head><body>'
+    # iso-8859-1 is read as windows-1252, as browsers do: 0x80 is the euro sign
+    latin = (meta + body).encode("cp1252")
+    assert "café est très" in decode(RawDocument("p.html", "id", latin))
+    assert "3 €" in decode(RawDocument("p.html", "id", latin))
+    # http-equiv, and a page with no .html extension sniffed as HTML
+    cyrillic = (
+        '<!DOCTYPE html><html><head><meta http-equiv="Content-Type" '
+        'content="text/html; charset=windows-1251"></head><body><p>Привет, мир</p></body></html>'
+    ).encode("cp1251")
+    assert "Привет, мир" in decode(RawDocument("page", "id", cyrillic))
+    doc = extract_document(
+        RawDocument("p.html", "id", meta.encode() + latin[len(meta) :]), html_to_markdown
+    )
+    assert doc.doc_type == "html" and "café" in doc.text
+    # no declaration, or not HTML: still strict UTF-8
+    assert _reason(RawDocument("p.html", "id", "<html><p>café</p></html>".encode("cp1252")))[0] == (
+        "invalid_utf8"
+    )
+    assert _reason(RawDocument("notes.txt", "id", latin))[0] == "invalid_utf8"
+    # declared, but the bytes are not that encoding either
+    bad = b'<html><head><meta charset="shift_jis"></head><body>\x81\x20</body></html>'
+    reason, message = _reason(RawDocument("p.html", "id", bad))
+    assert reason == "invalid_encoding" and "as the page declares" in message
+
+
+def test_utf16_and_utf32_files_are_read_by_their_byte_order_mark():
+    text = "# Notes\r\n\r\nUnicode 🙂 text, exported from Windows.\r\n"
+    for encoding in ("utf-16", "utf-16-be", "utf-32"):
+        data = text.encode(encoding)
+        if encoding == "utf-16-be":
+            data = b"\xfe\xff" + data
+        assert decode(RawDocument("n.md", "id", data)) == text.replace("\r\n", "\n"), encoding
+    broken = b"\xff\xfe" + "ok".encode("utf-16-le") + b"\x00\xd8"  # a lone high surrogate
+    assert _reason(RawDocument("n.txt", "id", broken))[0] == "invalid_encoding"
+
+
 def test_extract_markdown_title_and_code_language():
     md = extract_document(RawDocument("d/x.md", "id", b"Intro\n\n# The Title\n\ntext"), None)
     assert md.title == "The Title" and md.doc_type == "markdown"
@@ -133,7 +178,7 @@ def _write(folder, name, data: bytes):
 
 def test_read_and_extract_transforms(tmp_path):
     a = _write(tmp_path, "a.md", b"# A\n\nalpha text\n")
-    b = _write(tmp_path, "b.txt", b"\xff\xfe broken")
+    b = _write(tmp_path, "b.txt", b"caf\xe9 broken")
     c = _write(
         tmp_path,
         "c.jsonl",

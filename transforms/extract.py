@@ -1,11 +1,12 @@
 """Extract clean text: decode, detect the type, run trafilatura on HTML (with a time limit).
 
 Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
-empty, extract_timeout, extract_failed, empty_after_extraction).
+invalid_encoding, empty, extract_timeout, extract_failed, empty_after_extraction).
 """
 
 from __future__ import annotations
 
+import codecs
 import concurrent.futures
 import multiprocessing
 import re
@@ -30,21 +31,64 @@ class ExtractError(Exception):
         self.reason = reason
 
 
+# Byte order marks, UTF-32 before UTF-16 (FF FE 00 00 starts with FF FE).
+_UTF16_32_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def declared_html_encoding(source: str, data: bytes) -> str | None:
+    """The encoding an HTML file declares (meta charset, http-equiv, XML declaration), resolved
+    as browsers do (iso-8859-1 is read as windows-1252); None for other files or none declared."""
+    head = data[:4096]
+    if detect(source, head.decode("latin-1")).doc_type != "html":  # typed as the text will be
+        return None
+    from w3lib.encoding import html_body_declared_encoding
+
+    return html_body_declared_encoding(head)
+
+
 def decode(raw: RawDocument) -> str:
-    """The document's text: the record's text, or the file's bytes as strict UTF-8."""
+    """The document's text: the record's text, or the file's bytes.
+
+    Bytes are read as their byte order mark says (UTF-8, UTF-16, UTF-32), else as strict UTF-8;
+    HTML that is not UTF-8 is read in the encoding it declares. Anything else is a reject.
+    """
     if raw.text is not None:
         text = raw.text
     else:
-        if is_binary(raw.data[:4096]):
-            raise ExtractError("binary", "NUL or control bytes in the first 4 KB")
-        try:
-            text = raw.data.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            excerpt = raw.data[max(0, e.start - 20) : e.end + 20]
-            raise ExtractError(
-                "invalid_utf8", f"byte {e.start}: {e.reason}; near {excerpt!r}"
-            ) from None
+        data = raw.data
+        bom = next((enc for mark, enc in _UTF16_32_BOMS if data.startswith(mark)), None)
+        if bom is not None:  # NUL bytes are part of these encodings: no binary test
+            text = _strict(data, bom, "by its byte order mark")
+        else:
+            if is_binary(data[:4096]):
+                raise ExtractError("binary", "NUL or control bytes in the first 4 KB")
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError as e:
+                declared = declared_html_encoding(raw.source, data)
+                if declared is None or declared == "utf-8":
+                    excerpt = data[max(0, e.start - 20) : e.end + 20]
+                    raise ExtractError(
+                        "invalid_utf8", f"byte {e.start}: {e.reason}; near {excerpt!r}"
+                    ) from None
+                text = _strict(data, declared, "as the page declares")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _strict(data: bytes, encoding: str, why: str) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        excerpt = data[max(0, e.start - 20) : e.end + 20]
+        raise ExtractError(
+            "invalid_encoding",
+            f"not {encoding} ({why}): byte {e.start}: {e.reason}; near {excerpt!r}",
+        ) from None
 
 
 def first_heading(text: str) -> str | None:
