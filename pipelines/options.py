@@ -34,8 +34,9 @@ class ChunkCorpusOptions(PipelineOptions):
             "--input",
             action="append",
             default=None,
-            help="File path or glob (local, gs://, s3://); repeat for several. "
-            "*.jsonl files are read as records of {id, text, title?, url?, doc_type?}.",
+            help="File path or glob (local, gs://, s3://; ** matches across folders, and a "
+            "local folder means every file under it); repeat for several. *.jsonl files are "
+            "read as records of {id, text, title?, url?, doc_type?}.",
         )
         g.add_argument("--output", default=None, help="Output folder (local, gs://, s3://).")
         g.add_argument(
@@ -258,6 +259,12 @@ def _absolute(pattern: str) -> str:
     return pattern if "://" in pattern else os.path.abspath(pattern)
 
 
+def _input_pattern(pattern: str) -> str:
+    """An --input made absolute; a local folder stands for every file under it."""
+    path = _absolute(pattern)
+    return os.path.join(path, "**") if "://" not in path and os.path.isdir(path) else path
+
+
 def _named_flag_errors(cls: type, **fields: Any) -> Any:
     """Build a config whose field names are flag names; its errors then name the flag."""
     try:
@@ -397,7 +404,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         token_engine=o.token_engine,
     )
     return JobConfig(
-        inputs=tuple(_absolute(p) for p in o.input),
+        inputs=tuple(_input_pattern(p) for p in o.input),
         output=_absolute(o.output),
         chunking=chunking,
         context=context,

@@ -51,6 +51,18 @@ def test_defaults_are_valid_and_fingerprinted():
     assert c.fingerprint != config("--embedding_model=none", "--chunk_size=256").fingerprint
 
 
+def test_a_local_folder_input_means_every_file_under_it(tmp_path):
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    c = config_from_options(
+        PipelineOptions(
+            ["--input", str(folder), "--input", str(folder / "*.md"), "--output", str(folder)]
+        )
+    )
+    assert c.inputs == (str(folder / "**"), str(folder / "*.md"))
+    assert c.output == str(folder)  # the output folder is a folder, not a pattern
+
+
 def test_token_engine_reaches_the_chunker_but_not_the_fingerprint():
     c = config("--embedding_model=none")
     slow = config("--embedding_model=none", "--token_engine=tiktoken")
