@@ -271,7 +271,24 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         with FileSystems.open(report_path) as f:
             report = json.loads(f.read().decode("utf-8"))
         print(summary(report, config.output, time.time() - started))
+        hidden = counter_value(result, "hidden_files_skipped")
+        if hidden:
+            print(
+                f"  skipped {hidden} hidden files that wildcards matched (.git/, dotfiles); "
+                "name them in an --input pattern to read them"
+            )
     return result
+
+
+def counter_value(result: PipelineResult, name: str) -> int:
+    """A counter of this job's namespace after the run (0 where the runner reports none)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    try:
+        counters = result.metrics().query(MetricsFilter().with_name(name))["counters"]
+    except Exception:  # a runner without metrics: nothing to add to the summary
+        return 0
+    return sum(c.committed or c.attempted or 0 for c in counters)
 
 
 def print_help() -> None:

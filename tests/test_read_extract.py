@@ -248,6 +248,27 @@ def test_gzipped_jsonl_is_read_line_by_line(tmp_path):
         )
 
 
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        (["**"], ["a.md", "docs/b.md"]),  # as a shell's wildcards: no .git/, no dotfiles
+        (["**", ".github/*"], ["a.md", "docs/b.md", ".github/w.md"]),  # a folder named
+        (["*.md", ".git/HEAD"], ["a.md", ".git/HEAD"]),  # a file named
+        (["docs/.*"], ["docs/.hidden.md"]),  # a hidden name spelled in the pattern
+    ],
+)
+def test_wildcards_skip_hidden_files_unless_named(tmp_path, patterns, expected):
+    for name in ("a.md", ".git/HEAD", "docs/.hidden.md", "docs/b.md", ".github/w.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"text of {name}\n")
+    with TestPipeline() as p:
+        read = p | ReadDocuments([str(tmp_path / pattern) for pattern in patterns])
+        assert_that(
+            read.documents | beam.Map(lambda d, root=str(tmp_path): d.source[len(root) + 1 :]),
+            equal_to(expected),
+        )
+
+
 def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
     # Linux file names are bytes; Python keeps undecodable ones as lone surrogates, which no
     # UTF-8 coder can carry: the job used to fail in Beam's coder at the first such file.

@@ -31,12 +31,35 @@ def relative_source(path: str, root: str) -> str:
     return path[len(prefix) :] if root and path.startswith(prefix) else path
 
 
+def literal_folder(pattern: str) -> str:
+    """The folder above a pattern's first wildcard ('' when there is none)."""
+    literal = re.split(r"[*?\[{]", pattern, maxsplit=1)[0]
+    return literal.rsplit("/", 1)[0] if "/" in literal else ""
+
+
+def has_wildcard(pattern: str) -> bool:
+    return re.search(r"[*?\[{]", pattern) is not None
+
+
+def hidden_below(path: str, folders: Sequence[str]) -> bool:
+    """Whether `path` lies in a hidden file or folder (a name starting with ".") below the
+    deepest of `folders` that holds it: what a wildcard matches there, as a shell's would not."""
+    base = max((f for f in folders if path.startswith(f.rstrip("/") + "/")), key=len, default=None)
+    if base is None:
+        return False
+    below = path[len(base.rstrip("/")) + 1 :]
+    return any(part.startswith(".") for part in below.split("/"))
+
+
+def names_hidden(pattern: str) -> bool:
+    """Whether a pattern spells a hidden name past its literal folder (`docs/.*`, `**/.ci/*`)."""
+    rest = pattern[len(literal_folder(pattern)) :]
+    return any(part.startswith(".") for part in rest.split("/"))
+
+
 def input_root(patterns: Sequence[str]) -> str:
     """The deepest folder above every pattern's first wildcard ('' when they share none)."""
-    folders = []
-    for pattern in patterns:
-        literal = re.split(r"[*?\[{]", pattern, maxsplit=1)[0]
-        folders.append(literal.rsplit("/", 1)[0] if "/" in literal else "")
+    folders = [literal_folder(pattern) for pattern in patterns]
     # character-wise on purpose: commonpath would fold the "//" of gs:// and s3:// URIs
     common = os.path.commonprefix(folders)  # noqa: RUF071
     if all(f == common or f.startswith(common + "/") for f in folders):
@@ -227,14 +250,24 @@ def printable_path(path: str) -> str:
 
 
 class _PathFn(beam.DoFn):
-    """A matched file's path, or a reject when the name is not UTF-8 (nothing downstream,
-    Beam's coders included, can carry it as text)."""
+    """A matched file's path; a reject when the name is not UTF-8 (nothing downstream, Beam's
+    coders included, can carry it as text); nothing for a hidden file a wildcard matched."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, patterns: Sequence[str]) -> None:
         self.root = root
+        # Wildcards skip hidden names, unless some pattern spells one out.
+        wild = [p for p in patterns if has_wildcard(p)]
+        self.folders = (
+            [] if any(names_hidden(p) for p in wild) else [literal_folder(p) for p in wild]
+        )
+        self.literals = {p for p in patterns if not has_wildcard(p)}
+        self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
 
     def process(self, metadata) -> Iterator:
         path = metadata.path
+        if path not in self.literals and hidden_below(path, self.folders):
+            self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
+            return
         try:
             path.encode("utf-8")
         except UnicodeEncodeError:
@@ -284,7 +317,8 @@ class ReadDocuments(beam.PTransform):
             pbegin
             | "File patterns" >> beam.Create(self.patterns)
             | "Match files" >> fileio.MatchAll()
-            | "Paths" >> beam.ParDo(_PathFn(self.root)).with_outputs(REJECTS, main="paths")
+            | "Paths"
+            >> beam.ParDo(_PathFn(self.root, self.patterns)).with_outputs(REJECTS, main="paths")
         )
         read = (
             paths.paths

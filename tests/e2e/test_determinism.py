@@ -54,3 +54,20 @@ def test_output_folder_of_an_earlier_run_is_refused(tmp_path):
 def test_input_that_matches_nothing_names_the_pattern(tmp_path):
     with pytest.raises(ValueError, match="nothing-here"):
         run(["--input", str(tmp_path / "nothing-here*"), "--output", str(tmp_path / "o")])
+
+
+def test_a_folder_input_reads_its_files_and_counts_the_hidden_ones_it_skips(tmp_path, capsys):
+    corpus = tmp_path / "repo"
+    (corpus / ".git").mkdir(parents=True)
+    (corpus / "docs").mkdir()
+    (corpus / "docs" / "guide.md").write_text("# Guide\n\nHow to use the tool.\n")
+    (corpus / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (corpus / ".env").write_text("SECRET=1\n")
+    out = str(tmp_path / "out")
+    run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
+    printed = capsys.readouterr().out
+    assert "1 documents in -> 1 chunked" in printed
+    assert "skipped 2 hidden files that wildcards matched" in printed
+    assert read_table(out, "documents").column("source").to_pylist() == [
+        str(corpus / "docs" / "guide.md")
+    ]
