@@ -81,7 +81,11 @@ def previous_run(config: JobConfig) -> PreviousRun | None:
 def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PCollection]:
     """Wire every stage; returns the main PCollections (for tests and callers)."""
     read = p | "Read documents" >> ReadDocuments(
-        config.inputs, config.max_file_bytes, config.estimate_sample
+        config.inputs,
+        config.max_file_bytes,
+        config.estimate_sample,
+        # an output folder inside an input folder is never read back as input
+        exclude=[config.output, config.previous_output or ""],
     )
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
     # Boilerplate removal, chunking, context, counting and embedding fuse into one stage:
@@ -277,6 +281,9 @@ def run(argv: list[str] | None = None) -> PipelineResult:
                 f"  skipped {hidden} hidden files that wildcards matched (.git/, dotfiles); "
                 "name them in an --input pattern to read them"
             )
+        own = counter_value(result, "output_files_skipped")
+        if own:
+            print(f"  skipped {own} files of this job's output folders that the inputs matched")
     return result
 
 

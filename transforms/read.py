@@ -253,8 +253,9 @@ class _PathFn(beam.DoFn):
     """A matched file's path; a reject when the name is not UTF-8 (nothing downstream, Beam's
     coders included, can carry it as text); nothing for a hidden file a wildcard matched."""
 
-    def __init__(self, root: str, patterns: Sequence[str]) -> None:
+    def __init__(self, root: str, patterns: Sequence[str], exclude: Sequence[str] = ()) -> None:
         self.root = root
+        self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
         # Wildcards skip hidden names, unless some pattern spells one out.
         wild = [p for p in patterns if has_wildcard(p)]
         self.folders = (
@@ -262,9 +263,13 @@ class _PathFn(beam.DoFn):
         )
         self.literals = {p for p in patterns if not has_wildcard(p)}
         self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
+        self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
 
     def process(self, metadata) -> Iterator:
         path = metadata.path
+        if path.startswith(self.exclude):  # the job's own output, under an input folder
+            self.excluded.inc()
+            return
         if path not in self.literals and hidden_below(path, self.folders):
             self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
             return
@@ -298,9 +303,15 @@ class ReadDocuments(beam.PTransform):
     """
 
     def __init__(
-        self, patterns: Sequence[str], max_file_bytes: int = 20_000_000, sample: float = 1.0
+        self,
+        patterns: Sequence[str],
+        max_file_bytes: int = 20_000_000,
+        sample: float = 1.0,
+        exclude: Sequence[str] = (),
     ) -> None:
+        """`exclude`: folders whose files are never read (the job's output folders)."""
         super().__init__()
+        self.exclude = [e for e in exclude if e]
         if not patterns:
             raise ValueError("ReadDocuments needs at least one file pattern (--input)")
         if max_file_bytes <= 0:
@@ -318,7 +329,9 @@ class ReadDocuments(beam.PTransform):
             | "File patterns" >> beam.Create(self.patterns)
             | "Match files" >> fileio.MatchAll()
             | "Paths"
-            >> beam.ParDo(_PathFn(self.root, self.patterns)).with_outputs(REJECTS, main="paths")
+            >> beam.ParDo(_PathFn(self.root, self.patterns, self.exclude)).with_outputs(
+                REJECTS, main="paths"
+            )
         )
         read = (
             paths.paths

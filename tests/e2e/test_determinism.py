@@ -56,18 +56,24 @@ def test_input_that_matches_nothing_names_the_pattern(tmp_path):
         run(["--input", str(tmp_path / "nothing-here*"), "--output", str(tmp_path / "o")])
 
 
-def test_a_folder_input_reads_its_files_and_counts_the_hidden_ones_it_skips(tmp_path, capsys):
+def test_a_folder_input_reads_its_files_not_hidden_ones_nor_the_jobs_output(tmp_path, capsys):
     corpus = tmp_path / "repo"
     (corpus / ".git").mkdir(parents=True)
     (corpus / "docs").mkdir()
     (corpus / "docs" / "guide.md").write_text("# Guide\n\nHow to use the tool.\n")
     (corpus / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (corpus / ".env").write_text("SECRET=1\n")
-    out = str(tmp_path / "out")
-    run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
+    # Outputs inside the input folder: the next night's run must not read the last one's.
+    night1, night2 = str(corpus / "out" / "night1"), str(corpus / "out" / "night2")
+    run(["--input", str(corpus), "--output", night1, "--embedding_model=none"])
     printed = capsys.readouterr().out
     assert "1 documents in -> 1 chunked" in printed
     assert "skipped 2 hidden files that wildcards matched" in printed
-    assert read_table(out, "documents").column("source").to_pylist() == [
+    assert read_table(night1, "documents").column("source").to_pylist() == [
         str(corpus / "docs" / "guide.md")
     ]
+    flags = ["--output", night2, "--previous_output", night1, "--embedding_model=none"]
+    run(["--input", str(corpus), *flags])
+    printed = capsys.readouterr().out
+    assert "1 documents in -> 0 chunked, 0 rejected, 1 unchanged" in printed
+    assert "files of this job's output folders that the inputs matched" in printed
