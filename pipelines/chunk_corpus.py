@@ -102,7 +102,12 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         documents = extracted.documents | "Spread documents" >> beam.Reshuffle()
     previous = previous_run(config)
     if previous is not None:
-        routed = documents | "Find unchanged documents" >> SplitUnchanged(previous)
+        rejected_ids = (
+            (read.rejects, extracted.rejects)
+            | "Rejected so far" >> beam.Flatten()
+            | "Their ids" >> beam.FlatMap(lambda r: [r.doc_id] if r.doc_id else [])
+        )
+        routed = documents | "Find unchanged documents" >> SplitUnchanged(previous, rejected_ids)
         documents = routed.changed
     chunked = documents | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer

@@ -59,6 +59,8 @@ class _Route(beam.DoFn):
             previous_hashes = set()
         docs = list(grouped["current"])
         if not docs:
+            if list(grouped.get("rejected", ())):
+                return  # still an input, rejected this time: counted there, not as removed
             self.removed.inc()
             yield beam.pvalue.TaggedOutput(REMOVED, item[0])
             return
@@ -71,11 +73,16 @@ class _Route(beam.DoFn):
 
 
 class SplitUnchanged(beam.PTransform):
-    """Document -> changed documents (main), `unchanged` Documents and `removed` doc ids."""
+    """Document -> changed documents (main), `unchanged` Documents and `removed` doc ids.
 
-    def __init__(self, previous: PreviousRun) -> None:
+    `rejected_ids`: doc ids this run rejected before this point; such a document of the
+    previous run is not reported removed.
+    """
+
+    def __init__(self, previous: PreviousRun, rejected_ids: beam.PCollection | None = None) -> None:
         super().__init__()
         self.previous = previous
+        self.rejected_ids = rejected_ids
 
     def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         previous = (
@@ -91,8 +98,13 @@ class SplitUnchanged(beam.PTransform):
             | "Key failures" >> beam.Map(lambda row: (row["doc_id"], True))
         )
         current = docs | "Key current" >> beam.Map(lambda d: (d.doc_id, d))
+        joined = {"current": current, "previous": previous, "embed_failed": failed}
+        if self.rejected_ids is not None:
+            joined["rejected"] = self.rejected_ids | "Key rejected" >> beam.Map(
+                lambda doc_id: (doc_id, True)
+            )
         return (
-            {"current": current, "previous": previous, "embed_failed": failed}
+            joined
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, REMOVED, main="changed")
         )

@@ -19,6 +19,7 @@ def test_incremental_rebuild_reuses_unchanged_documents(tmp_path):
     (corpus / "a.md").write_text("# Alpha\n\nThe first document. " * 20)
     (corpus / "b.txt").write_text("Second document, plain prose. " * 30)
     (corpus / "c.py").write_text("def f(x):\n    return x + 1\n")
+    (corpus / "e.txt").write_text("A document that will be emptied. " * 10)
     flags = ["--input", str(corpus / "*"), "--embedding_model=none", "--boilerplate=off"]
     night1 = str(tmp_path / "night1")
     run([*flags, "--output", night1])
@@ -27,13 +28,15 @@ def test_incremental_rebuild_reuses_unchanged_documents(tmp_path):
     (corpus / "b.txt").write_text("Second document, now edited. " * 30)
     (corpus / "c.py").unlink()
     (corpus / "d.txt").write_text("A new document arrives. " * 10)
+    (corpus / "e.txt").write_text("   \n")  # still there, but rejected now (empty)
     night2 = str(tmp_path / "night2")
     run([*flags, "--output", night2, "--previous_output", night1])
 
     r = report(night2)
-    assert r["documents_in"] == 3
+    assert r["documents_in"] == 4
     assert r["documents_unchanged"] == 1  # a.md
     assert r["documents_chunked"] == 2  # b.txt (edited) and d.txt (new)
+    assert r["documents_rejected"] == 1  # e.txt: rejected, not also removed
     assert r["documents_removed"] == 1  # c.py
     assert r["balanced"]
     second = {c["chunk_id"]: c for c in rows(night2, "chunks")}
