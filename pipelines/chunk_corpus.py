@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -78,14 +79,19 @@ def previous_run(config: JobConfig) -> PreviousRun | None:
     return previous
 
 
-def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PCollection]:
-    """Wire every stage; returns the main PCollections (for tests and callers)."""
+def build_pipeline(
+    p: beam.Pipeline, config: JobConfig, skip_folders: Sequence[str] = ()
+) -> dict[str, beam.PCollection]:
+    """Wire every stage; returns the main PCollections (for tests and callers).
+
+    `skip_folders`: folders under the inputs whose files are not read (earlier runs' output).
+    """
     read = p | "Read documents" >> ReadDocuments(
         config.inputs,
         config.max_file_bytes,
         config.estimate_sample,
         # an output folder inside an input folder is never read back as input
-        exclude=[config.output, config.previous_output or ""],
+        exclude=[config.output, config.previous_output or "", *skip_folders],
     )
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
     # Boilerplate removal, chunking, context, counting and embedding fuse into one stage:
@@ -190,6 +196,7 @@ def build_pipeline(p: beam.Pipeline, config: JobConfig) -> dict[str, beam.PColle
         "config": config.settings,
         "config_fingerprint": config.fingerprint,
         "inputs": list(config.inputs),
+        "earlier_runs_not_read": list(skip_folders),  # run folders the inputs matched
         "output": config.output,
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
         "mode": "estimate" if config.estimate else "run",
@@ -265,12 +272,13 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     # A dry run (DataflowRunner --dry_run) only translates the job: it must not touch the data
     # paths, which for gs:// would need credentials (without them GCS retries for minutes).
     dry_run = bool(options.view_as(TestOptions).dry_run)
+    earlier_runs: list[str] = []
     if not dry_run:
-        check_patterns(config.inputs)
+        earlier_runs = check_patterns(config.inputs)
         prepare_output(config.output, config.overwrite)
     started = time.time()
     pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, config)
+    build_pipeline(pipeline, config, earlier_runs)
     result = pipeline.run()
     result.wait_until_finish()
     if dry_run:

@@ -20,6 +20,7 @@ from transforms.chunking.tokens import (
     resolve_engine,
 )
 from transforms.models import DEFAULT_MODEL
+from transforms.read import literal_folder
 
 CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
 
@@ -260,9 +261,18 @@ def _absolute(pattern: str) -> str:
 
 
 def _input_pattern(pattern: str) -> str:
-    """An --input made absolute; a local folder stands for every file under it."""
+    """An --input made absolute; a folder (a local one, or any path ending in "/") stands for
+    every file under it."""
+    if pattern.endswith("/"):
+        return _absolute(pattern.rstrip("/")) + "/**"
     path = _absolute(pattern)
-    return os.path.join(path, "**") if "://" not in path and os.path.isdir(path) else path
+    return path + "/**" if "://" not in path and os.path.isdir(path) else path
+
+
+def _holds(folder: str, path: str) -> bool:
+    """Whether `path` is `folder` or lies under it."""
+    folder = folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")
 
 
 def _named_flag_errors(cls: type, **fields: Any) -> Any:
@@ -294,6 +304,13 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
     if o.previous_output and o.output and _absolute(o.previous_output) == _absolute(o.output):
         raise ValueError("--previous_output must differ from --output (the run replaces it)")
+    for pattern in o.input or ():
+        folder = literal_folder(_input_pattern(pattern))
+        if o.output and folder and _holds(_absolute(o.output), folder):
+            raise ValueError(
+                f"--output {o.output} holds the input {pattern}: the job never reads its own "
+                "output, so it would read nothing; write the output elsewhere"
+            )
     positive = {
         "context_max_tokens": o.context_max_tokens,
         "llm_context_tokens": o.llm_context_tokens,

@@ -51,16 +51,27 @@ def test_defaults_are_valid_and_fingerprinted():
     assert c.fingerprint != config("--embedding_model=none", "--chunk_size=256").fingerprint
 
 
-def test_a_local_folder_input_means_every_file_under_it(tmp_path):
+def test_a_folder_input_means_every_file_under_it(tmp_path):
     folder = tmp_path / "corpus"
     (folder / "sub").mkdir(parents=True)
-    c = config_from_options(
-        PipelineOptions(
-            ["--input", str(folder), "--input", str(folder / "*.md"), "--output", str(folder)]
-        )
+    out = str(folder / "out")  # an output inside the input folder is fine: it is not read
+    inputs = [str(folder), str(folder / "*.md"), "gs://bucket/docs/", "s3://bucket/a.md"]
+    c = config_from_options(PipelineOptions([*(f"--input={i}" for i in inputs), "--output", out]))
+    assert c.inputs == (
+        str(folder / "**"),
+        str(folder / "*.md"),
+        "gs://bucket/docs/**",
+        "s3://bucket/a.md",
     )
-    assert c.inputs == (str(folder / "**"), str(folder / "*.md"))
-    assert c.output == str(folder)  # the output folder is a folder, not a pattern
+    assert c.output == out  # the output folder is a folder, not a pattern
+
+
+@pytest.mark.parametrize("output", ["corpus", "."])
+def test_an_output_that_holds_an_input_is_refused(tmp_path, output):
+    (tmp_path / "corpus").mkdir()
+    flags = ["--input", str(tmp_path / "corpus"), "--output", str(tmp_path / output)]
+    with pytest.raises(ValueError, match=r"--output .* holds the input"):
+        config_from_options(PipelineOptions(flags))
 
 
 def test_token_engine_reaches_the_chunker_but_not_the_fingerprint():

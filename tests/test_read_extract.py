@@ -17,9 +17,12 @@ from transforms.html import html_to_markdown
 from transforms.read import (
     ReadDocuments,
     bounded_lines,
+    check_patterns,
     document_id,
+    hidden_below,
     in_sample,
     input_root,
+    names_hidden,
     parse_jsonl_line,
     record_id,
 )
@@ -127,6 +130,17 @@ def test_html_in_a_legacy_encoding_is_read_as_it_declares():
         "invalid_utf8"
     )
     assert _reason(RawDocument("notes.txt", "id", latin))[0] == "invalid_utf8"
+    # labels that name no encoding of the web are refused, not decoded into garbage
+    for label in ("unicode_escape", "cp500", "hex", "rot13"):
+        page = f'<html><head><meta charset="{label}"></head><body>caf\xe9</body></html>'
+        reason, message = _reason(RawDocument("p.html", "id", page.encode("latin-1")))
+        assert reason == "invalid_encoding" and "not an encoding of the web" in message, label
+    # a declared UTF-16 on a page that is not, or a UTF-8 byte order mark: it is UTF-8
+    for page in (
+        b'<html><head><meta charset="utf-16"></head><body>caf\xe9!</body></html>',
+        b'\xef\xbb\xbf<html><head><meta charset="iso-8859-1"></head><body>caf\xe9</body></html>',
+    ):
+        assert _reason(RawDocument("p.html", "id", page))[0] == "invalid_utf8"
     # declared, but the bytes are not that encoding either
     bad = b'<html><head><meta charset="shift_jis"></head><body>\x81\x20</body></html>'
     reason, message = _reason(RawDocument("p.html", "id", bad))
@@ -255,6 +269,7 @@ def test_gzipped_jsonl_is_read_line_by_line(tmp_path):
         (["**", ".github/*"], ["a.md", "docs/b.md", ".github/w.md"]),  # a folder named
         (["*.md", ".git/HEAD"], ["a.md", ".git/HEAD"]),  # a file named
         (["docs/.*"], ["docs/.hidden.md"]),  # a hidden name spelled in the pattern
+        (["**", "docs/.*"], ["a.md", "docs/b.md", "docs/.hidden.md"]),  # ... by that pattern only
     ],
 )
 def test_wildcards_skip_hidden_files_unless_named(tmp_path, patterns, expected):
@@ -269,6 +284,32 @@ def test_wildcards_skip_hidden_files_unless_named(tmp_path, patterns, expected):
         )
 
 
+def test_hidden_names_on_bucket_paths():
+    folders = ["gs://b/corpus", "gs://b/corpus/.github"]
+    assert hidden_below("gs://b/corpus/.git/HEAD", folders)
+    assert not hidden_below("gs://b/corpus/.github/w.md", folders)  # its folder was named
+    assert not hidden_below("s3://other/.x/a.md", folders)  # under no pattern's folder
+    assert names_hidden("gs://b/corpus/**/.*") and not names_hidden("gs://b/.cfg/**")
+
+
+def test_bounded_lines_through_a_gzip_file_in_small_reads():
+    import gzip
+    import io
+
+    from apache_beam.io.filesystem import CompressedFile, CompressionTypes
+
+    data = b"one\n" + b"x" * 50 + b"\n" + b"two\nthree"
+    raw = io.BytesIO(gzip.compress(data))
+    raw.mode = "rb"  # what Beam's CompressedFile asks of the file it wraps
+    gz = CompressedFile(raw, CompressionTypes.GZIP, read_size=5)  # blocks smaller than a line
+    assert list(bounded_lines(gz, 10, chunk_bytes=7)) == [
+        (b"one\n", 4),
+        (None, 51),
+        (b"two\n", 4),
+        (b"three", 5),
+    ]
+
+
 def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
     # Linux file names are bytes; Python keeps undecodable ones as lone surrogates, which no
     # UTF-8 coder can carry: the job used to fail in Beam's coder at the first such file.
@@ -278,7 +319,8 @@ def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
     good = _write(tmp_path, "good.txt", b"a good file\n")
     shown = str(tmp_path / "caf\\xe9 notes.txt")
     with TestPipeline() as p:
-        read = p | ReadDocuments([str(tmp_path / "*")])
+        # two patterns match the badly named file: still one reject
+        read = p | ReadDocuments([str(tmp_path / "*"), str(tmp_path / "*.txt")])
         assert_that(read.documents | beam.Map(lambda d: d.source), equal_to([good]), label="docs")
         assert_that(
             read.rejects | beam.Map(lambda r: (r.source, r.stage, r.reason, r.doc_id)),
@@ -328,6 +370,21 @@ def test_a_jsonl_record_over_the_size_limit_is_rejected_and_the_rest_read(tmp_pa
             ),
             label="rejects",
         )
+
+
+def test_check_patterns_finds_earlier_runs_under_the_inputs(tmp_path):
+    for name in (
+        "a.md",
+        "out/n1/run_manifest.json",
+        "out/n1/cost_report.json",
+        "n2/cost_report.json",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    # n1 holds both files every run writes; n2 only one of them, so it is input
+    assert check_patterns([str(tmp_path / "**")]) == [str(tmp_path / "out" / "n1")]
+    with pytest.raises(ValueError, match="matches no file"):
+        check_patterns([str(tmp_path / "nothing*")])
 
 
 def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):

@@ -40,15 +40,37 @@ _UTF16_32_BOMS = (
 )
 
 
+# The legacy encodings of the WHATWG Encoding Standard (what browsers decode pages with), as
+# Python names them once w3lib has resolved a page's label (iso-8859-1 -> cp1252, shift_jis ->
+# cp932, euc-kr -> cp949, gb2312 -> gb18030, big5 -> big5hkscs). Any other codec a label could
+# name (utf-16 on a page that is not, unicode_escape, EBCDIC) is not decoded.
+WEB_LEGACY_ENCODINGS = frozenset(
+    {"cp866", "cp874", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "gbk", "gb18030"}
+    | {"big5", "big5hkscs", "euc_jp", "iso2022_jp", "shift_jis", "cp932", "euc_kr", "cp949"}
+    | {f"cp{n}" for n in range(1250, 1259)}
+    | {f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)}
+)
+
+
 def declared_html_encoding(source: str, data: bytes) -> str | None:
     """The encoding an HTML file declares (meta charset, http-equiv, XML declaration), resolved
-    as browsers do (iso-8859-1 is read as windows-1252); None for other files or none declared."""
+    as browsers do (iso-8859-1 is read as windows-1252); None for other files or none declared.
+
+    A declared encoding that is not one of the web's legacy encodings comes back as its Python
+    name, for `decode` to refuse.
+    """
     head = data[:4096]
     if detect(source, head.decode("latin-1")).doc_type != "html":  # typed as the text will be
         return None
     from w3lib.encoding import html_body_declared_encoding
 
-    return html_body_declared_encoding(head)
+    declared = html_body_declared_encoding(head)
+    if declared is None:
+        return None
+    try:
+        return codecs.lookup(declared).name
+    except LookupError:
+        return declared
 
 
 def decode(raw: RawDocument) -> str:
@@ -70,11 +92,20 @@ def decode(raw: RawDocument) -> str:
             try:
                 text = data.decode("utf-8-sig")
             except UnicodeDecodeError as e:
-                declared = declared_html_encoding(raw.source, data)
-                if declared is None or declared == "utf-8":
+                # A UTF-8 byte order mark wins over what the page declares, as in browsers,
+                # and so does a declared UTF-16 or UTF-32 on a page that is not (read as UTF-8).
+                declared = None
+                if not data.startswith(codecs.BOM_UTF8):
+                    declared = declared_html_encoding(raw.source, data)
+                if declared is None or declared == "utf-8" or declared.startswith("utf-"):
                     excerpt = data[max(0, e.start - 20) : e.end + 20]
                     raise ExtractError(
                         "invalid_utf8", f"byte {e.start}: {e.reason}; near {excerpt!r}"
+                    ) from None
+                if declared not in WEB_LEGACY_ENCODINGS:
+                    raise ExtractError(
+                        "invalid_encoding",
+                        f"the page declares {declared}, which is not an encoding of the web",
                     ) from None
                 text = _strict(data, declared, "as the page declares")
     return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -38,7 +38,8 @@ def literal_folder(pattern: str) -> str:
 
 
 def has_wildcard(pattern: str) -> bool:
-    return re.search(r"[*?\[{]", pattern) is not None
+    """Whether a pattern holds a wildcard of Beam's (*, ?, [...])."""
+    return re.search(r"[*?\[]", pattern) is not None
 
 
 def hidden_below(path: str, folders: Sequence[str]) -> bool:
@@ -249,45 +250,56 @@ def printable_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-class _PathFn(beam.DoFn):
-    """A matched file's path; a reject when the name is not UTF-8 (nothing downstream, Beam's
-    coders included, can carry it as text); nothing for a hidden file a wildcard matched."""
+BAD_NAMES = "bad_names"
+RUN_MARKERS = frozenset({"run_manifest.json", "cost_report.json"})  # what every run writes
 
-    def __init__(self, root: str, patterns: Sequence[str], exclude: Sequence[str] = ()) -> None:
-        self.root = root
+
+def _utf8_path(metadata) -> Iterator:
+    """A matched file's path; a name that is not UTF-8 (which nothing downstream, Beam's coders
+    included, can carry as text) goes to BAD_NAMES with its bytes written as escapes."""
+    path = metadata.path
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        yield beam.pvalue.TaggedOutput(BAD_NAMES, printable_path(path))
+        return
+    yield path
+
+
+class _SkipFn(beam.DoFn):
+    """Drops what the job must not read: files of its own output folders, and hidden files
+    (a name starting with "." below a pattern's literal folder) that a wildcard matched, unless
+    that pattern spells a hidden name or another pattern names the file."""
+
+    def __init__(self, patterns: Sequence[str], exclude: Sequence[str] = ()) -> None:
+        self.patterns = list(patterns)
         self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
-        # Wildcards skip hidden names, unless some pattern spells one out.
-        wild = [p for p in patterns if has_wildcard(p)]
-        self.folders = (
-            [] if any(names_hidden(p) for p in wild) else [literal_folder(p) for p in wild]
-        )
-        self.literals = {p for p in patterns if not has_wildcard(p)}
         self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
         self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
 
-    def process(self, metadata) -> Iterator:
-        path = metadata.path
-        if path.startswith(self.exclude):  # the job's own output, under an input folder
+    def setup(self) -> None:
+        from apache_beam.io.filesystem import FileSystem
+
+        self.literals = {p for p in self.patterns if not has_wildcard(p)}
+        self.wild = [
+            (re.compile(FileSystem.translate_pattern(p)), names_hidden(p), literal_folder(p))
+            for p in self.patterns
+            if has_wildcard(p)
+        ]
+
+    def process(self, path: str) -> Iterator[str]:
+        if path.startswith(self.exclude):
             self.excluded.inc()
             return
-        if path not in self.literals and hidden_below(path, self.folders):
-            self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
-            return
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = printable_path(path)
-            yield beam.pvalue.TaggedOutput(
-                REJECTS,
-                Reject(
-                    shown,
-                    "read",
-                    "invalid_file_name",
-                    "the file name is not valid UTF-8; rename the file to read it",
-                    document_id(shown, self.root),
-                ),
-            )
-            return
+        if path not in self.literals:
+            matched = [(spells, folder) for rx, spells, folder in self.wild if rx.match(path)]
+            if (
+                matched
+                and not any(spells for spells, _ in matched)
+                and hidden_below(path, [folder for _, folder in matched])
+            ):
+                self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
+                return
         yield path
 
 
@@ -324,32 +336,57 @@ class ReadDocuments(beam.PTransform):
         self.root = input_root(self.patterns)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> ReadResult:
-        paths = (
+        names = (
             pbegin
             | "File patterns" >> beam.Create(self.patterns)
             | "Match files" >> fileio.MatchAll()
-            | "Paths"
-            >> beam.ParDo(_PathFn(self.root, self.patterns, self.exclude)).with_outputs(
-                REJECTS, main="paths"
-            )
+            | "Paths" >> beam.FlatMap(_utf8_path).with_outputs(BAD_NAMES, main="paths")
         )
+
+        def keep(pcoll: beam.PCollection, label: str) -> beam.PCollection:
+            # once per file however many patterns match it, then as --estimate_sample says
+            return (
+                pcoll
+                | f"Dedupe {label}" >> beam.Distinct()
+                | f"Skip hidden and output {label}"
+                >> beam.ParDo(_SkipFn(self.patterns, self.exclude))
+                | f"Sample {label}" >> beam.Filter(in_sample, self.sample, self.root)
+            )
+
         read = (
-            paths.paths
-            | "Dedupe paths" >> beam.Distinct()
-            | "Sample files" >> beam.Filter(in_sample, self.sample, self.root)
+            keep(names.paths, "paths")
             | "Open files" >> fileio.ReadMatches()
             | "Read contents"
             >> beam.ParDo(_ReadFileFn(self.max_file_bytes, self.root)).with_outputs(
                 REJECTS, main="documents"
             )
         )
-        rejects = (paths[REJECTS], read[REJECTS]) | "Read rejects" >> beam.Flatten()
+        bad_names = keep(names[BAD_NAMES], "bad names") | "Reject bad names" >> beam.Map(
+            lambda shown, root=self.root: Reject(
+                shown,
+                "read",
+                "invalid_file_name",
+                "the file name is not valid UTF-8; rename the file to read it",
+                document_id(shown, root),
+            )
+        )
+        rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
         return ReadResult(read.documents, rejects)
 
 
-def check_patterns(patterns: Sequence[str]) -> None:
-    """Fail fast, naming the pattern, when an --input pattern matches nothing."""
+def check_patterns(patterns: Sequence[str]) -> list[str]:
+    """Fail fast, naming the pattern, when an --input pattern matches nothing.
+
+    Returns the folders of earlier runs of this job that the patterns match (a folder holding
+    run_manifest.json and cost_report.json): their files are output, not input.
+    """
+    runs: dict[str, set[str]] = {}
     for pattern in patterns:
         result = FileSystems.match([pattern])[0]
         if not result.metadata_list:
             raise ValueError(f"--input pattern {pattern!r} matches no file")
+        for metadata in result.metadata_list:
+            folder, _, name = metadata.path.rpartition("/")
+            if name in RUN_MARKERS:
+                runs.setdefault(folder, set()).add(name)
+    return sorted(folder for folder, names in runs.items() if names == RUN_MARKERS)

@@ -72,8 +72,11 @@ def test_a_folder_input_reads_its_files_not_hidden_ones_nor_the_jobs_output(tmp_
     assert read_table(night1, "documents").column("source").to_pylist() == [
         str(corpus / "docs" / "guide.md")
     ]
-    flags = ["--output", night2, "--previous_output", night1, "--embedding_model=none"]
-    run(["--input", str(corpus), *flags])
-    printed = capsys.readouterr().out
-    assert "1 documents in -> 0 chunked, 0 rejected, 1 unchanged" in printed
-    assert "files of this job's output folders that the inputs matched" in printed
+    # night 2 builds on night 1; night 3 on night 2, and night 1 is an earlier run's folder
+    for output, previous in ((night2, night1), (str(corpus / "out" / "night3"), night2)):
+        flags = ["--output", output, "--previous_output", previous, "--embedding_model=none"]
+        run(["--input", str(corpus), *flags])
+        printed = capsys.readouterr().out
+        assert "1 documents in -> 0 chunked, 0 rejected, 1 unchanged" in printed
+        assert "files of this job's output folders that the inputs matched" in printed
+    assert manifest(str(corpus / "out" / "night3"))["earlier_runs_not_read"] == [night1, night2]
