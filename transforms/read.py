@@ -42,20 +42,20 @@ def has_wildcard(pattern: str) -> bool:
     return re.search(r"[*?\[]", pattern) is not None
 
 
+def _has_hidden_name(relative: str) -> bool:
+    return any(part.startswith(".") for part in relative.split("/"))
+
+
 def hidden_below(path: str, folders: Sequence[str]) -> bool:
     """Whether `path` lies in a hidden file or folder (a name starting with ".") below the
     deepest of `folders` that holds it: what a wildcard matches there, as a shell's would not."""
     base = max((f for f in folders if path.startswith(f.rstrip("/") + "/")), key=len, default=None)
-    if base is None:
-        return False
-    below = path[len(base.rstrip("/")) + 1 :]
-    return any(part.startswith(".") for part in below.split("/"))
+    return base is not None and _has_hidden_name(path[len(base.rstrip("/")) + 1 :])
 
 
 def names_hidden(pattern: str) -> bool:
     """Whether a pattern spells a hidden name past its literal folder (`docs/.*`, `**/.ci/*`)."""
-    rest = pattern[len(literal_folder(pattern)) :]
-    return any(part.startswith(".") for part in rest.split("/"))
+    return _has_hidden_name(pattern[len(literal_folder(pattern)) :])
 
 
 def input_root(patterns: Sequence[str]) -> str:
