@@ -36,8 +36,9 @@ class ChunkCorpusOptions(PipelineOptions):
             action="append",
             default=None,
             help="File path or glob (local, gs://, s3://; ** matches across folders, and a "
-            "local folder means every file under it); repeat for several. *.jsonl files are "
-            "read as records of {id, text, title?, url?, doc_type?}.",
+            "local folder or a path ending in / means every file under it; wildcards skip "
+            "hidden files unless the pattern names them); repeat for several. *.jsonl files "
+            "are read as records of {id, text, title?, url?, doc_type?}.",
         )
         g.add_argument("--output", default=None, help="Output folder (local, gs://, s3://).")
         g.add_argument(
