@@ -183,6 +183,7 @@ def build_pipeline(
     events = (
         read.documents | "Input events" >> beam.Map(lambda _: (accounting.INPUT,)),
         read.rejects | "Unread input events" >> beam.Map(lambda _: (accounting.INPUT,)),
+        read.skipped | "Skip events" >> beam.Map(lambda why: (accounting.SKIPPED, why)),
         chunked.doc_events,
         # One event per chunk: folded where the chunks are made (the combine is lifted into
         # that stage), so only their totals join the other events.
@@ -260,7 +261,23 @@ def summary(report: dict, output: str, seconds: float) -> str:
             else ""
         )
         + f"\n  wall time: {seconds:.1f} s\n  output: {output}"
+        + _skipped_lines(report.get("files_skipped", {}))
     )
+
+
+def _skipped_lines(skipped: dict[str, int]) -> str:
+    lines = []
+    if skipped.get("hidden"):
+        lines.append(
+            f"  skipped {skipped['hidden']} hidden files that wildcards matched (.git/, "
+            "dotfiles); name them in an --input pattern to read them"
+        )
+    if skipped.get("output_folder"):
+        lines.append(
+            f"  skipped {skipped['output_folder']} files of this job's output folders that "
+            "the inputs matched"
+        )
+    return "".join("\n" + line for line in lines)
 
 
 def run(argv: list[str] | None = None) -> PipelineResult:
@@ -288,27 +305,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         with FileSystems.open(report_path) as f:
             report = json.loads(f.read().decode("utf-8"))
         print(summary(report, config.output, time.time() - started))
-        hidden = counter_value(result, "hidden_files_skipped")
-        if hidden:
-            print(
-                f"  skipped {hidden} hidden files that wildcards matched (.git/, dotfiles); "
-                "name them in an --input pattern to read them"
-            )
-        own = counter_value(result, "output_files_skipped")
-        if own:
-            print(f"  skipped {own} files of this job's output folders that the inputs matched")
     return result
-
-
-def counter_value(result: PipelineResult, name: str) -> int:
-    """A counter of this job's namespace after the run (0 where the runner reports none)."""
-    from apache_beam.metrics.metric import MetricsFilter
-
-    try:
-        counters = result.metrics().query(MetricsFilter().with_name(name))["counters"]
-    except Exception:  # a runner without metrics: nothing to add to the summary
-        return 0
-    return sum(c.committed or c.attempted or 0 for c in counters)
 
 
 def print_help() -> None:

@@ -26,6 +26,7 @@ LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits)
 UNCHANGED = "unchanged"  # ("unchanged", doc_type): chunks reused from --previous_output
 REUSED = "reused"  # ("reused", embed_tokens) one chunk row copied from --previous_output
 REMOVED = "removed"  # ("removed",) a document of the previous run no longer in the input
+SKIPPED = "skipped"  # ("skipped", why) a matched file not read: "hidden" or "output_folder"
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class CostReportFn(beam.CombineFn):
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
             "rejects": {},
+            "files_skipped": {},
             "chunk_rejects": 0,
             "doc_rejects": 0,
             "by_doc_type": {},
@@ -126,6 +128,8 @@ class CostReportFn(beam.CombineFn):
             acc["reused_embedded_tokens"] += event[1]
         elif kind == REMOVED:
             acc["documents_removed"] += 1
+        elif kind == SKIPPED:
+            acc["files_skipped"][event[1]] = acc["files_skipped"].get(event[1], 0) + 1
         elif kind == DOC:
             for g in (
                 acc["by_doc_type"].setdefault(event[1], _group()),
@@ -183,7 +187,7 @@ class CostReportFn(beam.CombineFn):
                 "doc_rejects",
             ):
                 out[key] += acc[key]
-            for key in ("rejects", "context_sources", "llm"):
+            for key in ("rejects", "files_skipped", "context_sources", "llm"):
                 for k, v in acc[key].items():
                     out[key][k] = out[key].get(k, 0) + v
             for key in ("by_doc_type", "by_strategy"):
@@ -253,6 +257,8 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "total_cost_usd": total["cost_usd"] + llm["cost_usd"],
         "context_sources": dict(sorted(acc["context_sources"].items())),
         "rejects": dict(sorted(acc["rejects"].items())),
+        # matched by --input but not read, by rule: not documents, so not in documents_in
+        "files_skipped": dict(sorted(acc["files_skipped"].items())),
         "by_doc_type": {
             k: _finish_group(v, pricing) for k, v in sorted(acc["by_doc_type"].items())
         },
@@ -294,6 +300,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{report['overlap_inflation']}",
         f"- boilerplate removed: {report['boilerplate_lines_removed']:,} lines, "
         f"{report['boilerplate_tokens_removed']:,} tokens",
+        "- files matched but not read: "
+        + (
+            ", ".join(f"{n} {why}" for why, n in report["files_skipped"].items())
+            if report.get("files_skipped")
+            else "none"
+        ),
         f"- embedding cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']} "
         f"per million tokens; re-chunking the corpus costs the same again",
         f"- LLM context: {report['llm_context']['prompt_tokens']:,} prompt + "

@@ -251,6 +251,7 @@ def printable_path(path: str) -> str:
 
 
 BAD_NAMES = "bad_names"
+SKIPPED = "skipped"  # why a matched file is not read: "hidden" or "output_folder"
 RUN_MARKERS = frozenset({"run_manifest.json", "cost_report.json"})  # what every run writes
 
 
@@ -290,6 +291,7 @@ class _SkipFn(beam.DoFn):
     def process(self, path: str) -> Iterator[str]:
         if path.startswith(self.exclude):
             self.excluded.inc()
+            yield beam.pvalue.TaggedOutput(SKIPPED, "output_folder")
             return
         if path not in self.literals:
             matched = [(spells, folder) for rx, spells, folder in self.wild if rx.match(path)]
@@ -299,6 +301,7 @@ class _SkipFn(beam.DoFn):
                 and hidden_below(path, [folder for _, folder in matched])
             ):
                 self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
+                yield beam.pvalue.TaggedOutput(SKIPPED, "hidden")
                 return
         yield path
 
@@ -306,12 +309,14 @@ class _SkipFn(beam.DoFn):
 class ReadResult(NamedTuple):
     documents: beam.PCollection  # RawDocument
     rejects: beam.PCollection  # Reject
+    skipped: beam.PCollection  # str: why a matched file was not read (one per file)
 
 
 class ReadDocuments(beam.PTransform):
     """Match file patterns and read each file (or JSONL record) as a RawDocument.
 
-    Outputs a ReadResult: `documents` of RawDocument and `rejects` of Reject.
+    Outputs a ReadResult: `documents` of RawDocument, `rejects` of Reject and `skipped`, why
+    each matched file that is not read by rule (hidden, in an output folder) was skipped.
     """
 
     def __init__(
@@ -343,15 +348,20 @@ class ReadDocuments(beam.PTransform):
             | "Paths" >> beam.FlatMap(_utf8_path).with_outputs(BAD_NAMES, main="paths")
         )
 
+        skipped = []
+
         def keep(pcoll: beam.PCollection, label: str) -> beam.PCollection:
             # once per file however many patterns match it, then as --estimate_sample says
-            return (
+            split = (
                 pcoll
                 | f"Dedupe {label}" >> beam.Distinct()
                 | f"Skip hidden and output {label}"
-                >> beam.ParDo(_SkipFn(self.patterns, self.exclude))
-                | f"Sample {label}" >> beam.Filter(in_sample, self.sample, self.root)
+                >> beam.ParDo(_SkipFn(self.patterns, self.exclude)).with_outputs(
+                    SKIPPED, main="kept"
+                )
             )
+            skipped.append(split[SKIPPED])
+            return split.kept | f"Sample {label}" >> beam.Filter(in_sample, self.sample, self.root)
 
         read = (
             keep(names.paths, "paths")
@@ -371,7 +381,7 @@ class ReadDocuments(beam.PTransform):
             )
         )
         rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
-        return ReadResult(read.documents, rejects)
+        return ReadResult(read.documents, rejects, skipped | "Skipped files" >> beam.Flatten())
 
 
 def check_patterns(patterns: Sequence[str]) -> list[str]:

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from pipelines.chunk_corpus import run
-from tests.tables import manifest, read_table
+from tests.tables import manifest, read_table, report
 from transforms.chunking import tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,6 +72,7 @@ def test_a_folder_input_reads_its_files_not_hidden_ones_nor_the_jobs_output(tmp_
     assert read_table(night1, "documents").column("source").to_pylist() == [
         str(corpus / "docs" / "guide.md")
     ]
+    assert report(night1)["files_skipped"] == {"hidden": 2}  # kept in the cost report too
     # night 2 builds on night 1; night 3 on night 2, and night 1 is an earlier run's folder
     for output, previous in ((night2, night1), (str(corpus / "out" / "night3"), night2)):
         flags = ["--output", output, "--previous_output", previous, "--embedding_model=none"]
@@ -79,4 +80,9 @@ def test_a_folder_input_reads_its_files_not_hidden_ones_nor_the_jobs_output(tmp_
         printed = capsys.readouterr().out
         assert "1 documents in -> 0 chunked, 0 rejected, 1 unchanged" in printed
         assert "files of this job's output folders that the inputs matched" in printed
-    assert manifest(str(corpus / "out" / "night3"))["earlier_runs_not_read"] == [night1, night2]
+    night3 = str(corpus / "out" / "night3")
+    assert manifest(night3)["earlier_runs_not_read"] == [night1, night2]
+    skipped = report(night3)["files_skipped"]
+    assert skipped["hidden"] == 2 and skipped["output_folder"] > 0
+    readable = (corpus / "out" / "night3" / "cost_report.md").read_text()
+    assert "files matched but not read: 2 hidden" in readable
