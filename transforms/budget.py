@@ -15,7 +15,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.records import Chunk
-from transforms.chunking.tokens import Tokenizer, make_tokenizer
+from transforms.chunking.tokens import Tokenizer, count_with_prefix, make_tokenizer
 
 NAMESPACE = "corpus_chunker"
 
@@ -72,10 +72,9 @@ class ChunkBudget:
             return self.pricing.count(chunk.embed_text())
         if not chunk.context:
             return chunk.token_count
-        count_joined = getattr(self.pricing, "count_joined", None)
-        if count_joined is None:  # a Hugging Face tokenizer: no proof of the split
-            return self.pricing.count(chunk.embed_text())
-        return count_joined(f"{chunk.context}\n\n", chunk.text, chunk.token_count)
+        return count_with_prefix(
+            self.pricing, f"{chunk.context}\n\n", chunk.text, chunk.token_count
+        )
 
     def apply(self, chunk: Chunk) -> tuple[Chunk, bool]:
         """(counted chunk, whether its header was shortened for the model)."""

@@ -33,7 +33,7 @@ from requests.adapters import HTTPAdapter
 
 from schemas.records import Chunk, content_hash
 from transforms.chunking.base import MIN_CHUNK_SIZE
-from transforms.chunking.tokens import Tokenizer, make_tokenizer
+from transforms.chunking.tokens import Tokenizer, count_with_prefix, make_tokenizer
 
 MODES = ("none", "path", "llm")
 PROMPT_VERSION = "situate-v1"  # part of the cache key: change it whenever the prompt changes
@@ -224,14 +224,12 @@ def fit_header(
     """
     if not header.strip():
         return None
-    count_joined = getattr(tokenizer, "count_joined", None) if text_tokens is not None else None
 
     def accept(candidate: str) -> bool:
         if max_header_tokens is not None and tokenizer.count(candidate) > max_header_tokens:
             return False
-        if count_joined is not None:
-            return count_joined(candidate + CONTEXT_JOINER, text, text_tokens) <= budget
-        return tokenizer.count(candidate + CONTEXT_JOINER + text) <= budget
+        joined = count_with_prefix(tokenizer, candidate + CONTEXT_JOINER, text, text_tokens)
+        return joined <= budget
 
     if accept(header):
         return header

@@ -420,6 +420,16 @@ def count_alone(tokenizer: Tokenizer, doc: TokenizedText, start: int, end: int) 
     return tokenizer.count(doc.text[start:end])
 
 
+def count_with_prefix(tokenizer: Tokenizer, prefix: str, text: str, text_tokens: int | None) -> int:
+    """Tokens of prefix + text encoded together by `tokenizer`; `text_tokens` is its count of
+    `text` when known. A tiktoken tokenizer then derives the join (`count_joined`); otherwise,
+    with no proof of the split, the joined text is encoded whole."""
+    count_joined = getattr(tokenizer, "count_joined", None)
+    if count_joined is None or text_tokens is None:
+        return tokenizer.count(prefix + text)
+    return count_joined(prefix, text, text_tokens)
+
+
 def make_tokenizer(name: str, engine: str = "auto") -> Tokenizer:
     """`cl100k_base`, `o200k_base`, or `hf:PATH` for a Hugging Face tokenizer folder.
 
