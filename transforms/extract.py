@@ -98,10 +98,7 @@ def decode(raw: RawDocument) -> str:
                 if not data.startswith(codecs.BOM_UTF8):
                     declared = declared_html_encoding(raw.source, data)
                 if declared is None or declared == "utf-8" or declared.startswith("utf-"):
-                    excerpt = data[max(0, e.start - 20) : e.end + 20]
-                    raise ExtractError(
-                        "invalid_utf8", f"byte {e.start}: {e.reason}; near {excerpt!r}"
-                    ) from None
+                    raise ExtractError("invalid_utf8", _where(e, data)) from None
                 if declared not in WEB_LEGACY_ENCODINGS:
                     raise ExtractError(
                         "invalid_encoding",
@@ -115,11 +112,14 @@ def _strict(data: bytes, encoding: str, why: str) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as e:
-        excerpt = data[max(0, e.start - 20) : e.end + 20]
         raise ExtractError(
-            "invalid_encoding",
-            f"not {encoding} ({why}): byte {e.start}: {e.reason}; near {excerpt!r}",
+            "invalid_encoding", f"not {encoding} ({why}): {_where(e, data)}"
         ) from None
+
+
+def _where(e: UnicodeDecodeError, data: bytes) -> str:
+    """Where decoding failed, with the bytes around it."""
+    return f"byte {e.start}: {e.reason}; near {data[max(0, e.start - 20) : e.end + 20]!r}"
 
 
 def first_heading(text: str) -> str | None:
