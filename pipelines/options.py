@@ -305,8 +305,9 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
     if o.previous_output and o.output and _absolute(o.previous_output) == _absolute(o.output):
         raise ValueError("--previous_output must differ from --output (the run replaces it)")
-    for pattern in o.input or ():
-        folder = literal_folder(_input_pattern(pattern))
+    inputs = tuple(_input_pattern(p) for p in o.input or ())
+    for pattern, resolved in zip(o.input or (), inputs, strict=True):
+        folder = literal_folder(resolved)
         if o.output and folder and _holds(_absolute(o.output), folder):
             raise ValueError(
                 f"--output {o.output} holds the input {pattern}: the job never reads its own "
@@ -422,7 +423,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         token_engine=o.token_engine,
     )
     return JobConfig(
-        inputs=tuple(_input_pattern(p) for p in o.input),
+        inputs=inputs,
         output=_absolute(o.output),
         chunking=chunking,
         context=context,
