@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
+from schemas.columns import TABLES
 from schemas.records import Chunk
 from transforms import accounting
 from transforms.accounting import Account
@@ -38,7 +39,7 @@ from transforms.incremental import (
     unchanged_event,
 )
 from transforms.read import ReadDocuments, check_patterns
-from transforms.write import TABLES, WriteShards
+from transforms.write import WriteShards
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
 UNSUPPORTED_RUNNERS = {

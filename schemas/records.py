@@ -1,11 +1,18 @@
-"""Record types that flow between the stages: raw input, extracted document, chunk, reject."""
+"""Record types that flow between the stages: raw input, extracted document, chunk, reject.
+
+The columns a record shares with its Parquet table are documented once, in `schemas.columns`.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, documented
+
 DOC_TYPES = ("html", "markdown", "code", "text")
+CONTEXT_JOINER = "\n\n"  # what the embedding model reads between a chunk's header and its text
+ERROR_CHARS = 500  # how much of an error message a reject keeps
 
 
 def stable_hash(*parts: object, length: int = 32) -> str:
@@ -34,6 +41,7 @@ class RawDocument:
     hint_type: str | None = None  # a doc_type given by the record itself
 
 
+@documented(DOCUMENTS)
 @dataclass(frozen=True)
 class Document:
     """An extracted document: clean text ready to chunk."""
@@ -43,15 +51,16 @@ class Document:
     doc_type: str
     text: str
     content_hash: str
-    language: str | None = None  # programming language for code, else the detected language
+    language: str | None = None
     title: str | None = None
     url: str | None = None
     date: str | None = None
-    lang: str | None = None  # natural language from the page's metadata (e.g. "en")
+    lang: str | None = None
     boilerplate_lines_removed: int = 0
-    boilerplate_tokens_removed: int = 0  # in cl100k_base, for the cost report
+    boilerplate_tokens_removed: int = 0
 
 
+@documented(CHUNKS)
 @dataclass(frozen=True)
 class Chunk:
     """A chunk of a document; `document.text[start_char:end_char] == text`."""
@@ -74,22 +83,23 @@ class Chunk:
     parent_id: str | None = None
     is_parent: bool = False
     context: str | None = None
-    context_source: str | None = None  # "path", "llm", or "path_fallback" when the LLM failed
+    context_source: str | None = None
     embedding: tuple[float, ...] | None = None
     embedding_model: str | None = None
-    # Set by the accounting of the chunk stage, in the pricing tokenizer.
+    # Counted by the count stage (transforms.budget).
     embed_tokens: int = 0
-    context_tokens: int = 0
-    model_tokens: int | None = None  # the embedding model's own count of the embedded text
+    context_tokens: int = 0  # the header and its joiner, in --pricing_tokenizer (not written)
+    model_tokens: int | None = None
     embed_seconds: float = 0.0  # this chunk's share of its batch's model time (not written)
     # (prompt tokens, completion tokens, requests, cache hit) of its LLM context line
     llm_usage: tuple[int, int, int, int] | None = None
 
     def embed_text(self) -> str:
         """What the embedding model reads: the context header, then the chunk."""
-        return f"{self.context}\n\n{self.text}" if self.context else self.text
+        return f"{self.context}{CONTEXT_JOINER}{self.text}" if self.context else self.text
 
 
+@documented(REJECTS)
 @dataclass(frozen=True)
 class Reject:
     """An input (or one of its chunks) that could not go through a stage, and why."""
@@ -100,3 +110,17 @@ class Reject:
     error: str = ""
     doc_id: str | None = None
     chunk_id: str | None = None
+
+    @classmethod
+    def of_error(
+        cls,
+        source: str,
+        stage: str,
+        reason: str,
+        error: BaseException | str,
+        doc_id: str | None = None,
+        chunk_id: str | None = None,
+    ) -> Reject:
+        """A reject whose `error` is the message (an exception's repr), cut to ERROR_CHARS."""
+        message = error if isinstance(error, str) else repr(error)
+        return cls(source, stage, reason, message[:ERROR_CHARS], doc_id, chunk_id)

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from schemas.records import Document, content_hash
 from transforms.boilerplate import (
-    METRICS_NAMESPACE,
     BoilerplateConfig,
     RemoveBoilerplate,
     boilerplate_keys,
@@ -25,6 +24,7 @@ from transforms.boilerplate import (
     remove_lines,
 )
 from transforms.chunking.tokens import TiktokenTokenizer
+from transforms.common import NAMESPACE
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -351,7 +351,7 @@ def run_pipeline(docs: list[Document], config: BoilerplateConfig, check) -> dict
     assert_that(out, check)
     result = pipeline.run()
     result.wait_until_finish()
-    counters = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     return {c.key.metric.name: c.committed for c in counters}
 
 

@@ -23,16 +23,14 @@ from hypothesis import strategies as st
 
 from schemas.records import Chunk, Document, content_hash
 from transforms.chunking.tokens import make_tokenizer
+from transforms.common import NAMESPACE
 from transforms.context import (
     CONTEXT_JOINER,
     ELLIPSIS,
-    METRICS_NAMESPACE,
     AddContext,
     ContextConfig,
     LLMContextCache,
     LLMContextClient,
-    _Counters,
-    _with_header,
     backoff_delay,
     cache_key,
     fit_header,
@@ -41,6 +39,7 @@ from transforms.context import (
     path_header,
     reserved_tokens,
 )
+from transforms.context.stage import _Counters, _with_header
 
 DOCUMENT = (
     "# Widget Manual\n\nThe widget frobs gadgets.\n\n## Installation\n\nRun the installer.\n\n"
@@ -444,7 +443,7 @@ def test_cache_treats_a_torn_file_as_a_miss(tmp_path) -> None:
 
 
 def counters_of(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
-    found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
     totals: dict[str, int] = collections.Counter()
     for counter in found["counters"]:
         totals[counter.key.metric.name] += counter.committed

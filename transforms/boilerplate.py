@@ -16,8 +16,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.records import Document, content_hash
-
-METRICS_NAMESPACE = "corpus_chunker"
+from transforms.common import NAMESPACE
 
 MIN_KEY_CHARS = 8
 """Shorter lines ("}", "---", "end", "#") recur naturally and are never boilerplate alone."""
@@ -372,13 +371,11 @@ class _RemoveLinesFn(beam.DoFn):
 
     def __init__(self, tokenizer: str = "cl100k_base") -> None:
         self.tokenizer_name = tokenizer
-        self.tokens_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_tokens_removed")
-        self.lines_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_lines_removed")
-        self.chars_removed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_chars_removed")
-        self.docs_changed = Metrics.counter(METRICS_NAMESPACE, "boilerplate_docs_changed")
-        self.docs_kept_whole = Metrics.counter(
-            METRICS_NAMESPACE, "boilerplate_docs_all_boilerplate_kept"
-        )
+        self.tokens_removed = Metrics.counter(NAMESPACE, "boilerplate_tokens_removed")
+        self.lines_removed = Metrics.counter(NAMESPACE, "boilerplate_lines_removed")
+        self.chars_removed = Metrics.counter(NAMESPACE, "boilerplate_chars_removed")
+        self.docs_changed = Metrics.counter(NAMESPACE, "boilerplate_docs_changed")
+        self.docs_kept_whole = Metrics.counter(NAMESPACE, "boilerplate_docs_all_boilerplate_kept")
 
     def setup(self) -> None:
         from transforms.chunking.tokens import make_tokenizer

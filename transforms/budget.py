@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from schemas.records import Chunk
+from schemas.records import CONTEXT_JOINER, Chunk
 from transforms.chunking.tokens import Tokenizer, count_with_prefix, make_tokenizer
-
-NAMESPACE = "corpus_chunker"
+from transforms.common import NAMESPACE
+from transforms.context.path import fit_header
 
 
 @dataclass(frozen=True)
@@ -28,19 +28,6 @@ class BudgetConfig:
     # The chunker's tokenizer, whose count of each chunk's text is its token_count: when it is
     # the pricing tokenizer, that count is reused. None: unknown, every text is counted whole.
     chunk_tokenizer: str | None = None
-
-
-def shorten_header(header: str, text: str, fits: callable) -> str | None:
-    """The longest word-prefix of `header` for which `fits(header + text)` holds, or None."""
-    words = header.split(" ")
-    lo, hi = 0, len(words)
-    while lo < hi:  # binary search on the number of words kept
-        mid = (lo + hi + 1) // 2
-        if fits(" ".join(words[:mid]) + "…"):
-            lo = mid
-        else:
-            hi = mid - 1
-    return " ".join(words[:lo]) + "…" if lo else None
 
 
 class ChunkBudget:
@@ -73,7 +60,7 @@ class ChunkBudget:
         if not chunk.context:
             return chunk.token_count
         return count_with_prefix(
-            self.pricing, f"{chunk.context}\n\n", chunk.text, chunk.token_count
+            self.pricing, chunk.context + CONTEXT_JOINER, chunk.text, chunk.token_count
         )
 
     def apply(self, chunk: Chunk) -> tuple[Chunk, bool]:
@@ -86,11 +73,8 @@ class ChunkBudget:
             limit = self.config.model_max_tokens
             model_tokens = self.model_count(chunk.embed_text())
             if model_tokens > limit and chunk.context:
-                header = shorten_header(
-                    chunk.context,
-                    chunk.text,
-                    lambda h: self.model_count(f"{h}\n\n{chunk.text}") <= limit,
-                )
+                # The header is cut in the model's word pieces: [CLS] and [SEP] take two.
+                header = fit_header(chunk.context, chunk.text, limit - 2, self.model)
                 chunk = dataclasses.replace(chunk, context=header)
                 model_tokens = self.model_count(chunk.embed_text())
                 shortened = True

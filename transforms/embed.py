@@ -19,14 +19,13 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from schemas.records import Chunk, Reject
+from transforms.common import NAMESPACE
 from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
     ModelInfo,
     read_model_info,
     resolve_model_path,
 )
-
-NAMESPACE = "corpus_chunker"
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -152,13 +151,8 @@ class _FailedBatchToRejects(beam.DoFn):
         batch, error = failed
         for chunk in batch:
             self.failed.inc()
-            yield Reject(
-                chunk.source,
-                "embed",
-                "embedding_failed",
-                repr(error)[:500],
-                chunk.doc_id,
-                chunk.chunk_id,
+            yield Reject.of_error(
+                chunk.source, "embed", "embedding_failed", error, chunk.doc_id, chunk.chunk_id
             )
 
 

@@ -16,10 +16,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
+from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import detect, is_binary
 
-REJECTS = "rejects"
-NAMESPACE = "corpus_chunker"
 _ATX_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 
@@ -221,13 +220,13 @@ class _ExtractFn(beam.DoFn):
         except ExtractError as e:
             self.rejected.inc()
             yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject(raw.source, "extract", e.reason, str(e)[:500], raw.doc_id)
+                REJECTS, Reject.of_error(raw.source, "extract", e.reason, str(e), raw.doc_id)
             )
             return
         except Exception as e:  # a parser bug on one document must not fail the job
             self.rejected.inc()
             yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject(raw.source, "extract", "extract_failed", repr(e)[:500], raw.doc_id)
+                REJECTS, Reject.of_error(raw.source, "extract", "extract_failed", e, raw.doc_id)
             )
             return
         self.docs.inc()

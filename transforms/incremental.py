@@ -16,9 +16,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadFromParquet
 from apache_beam.metrics import Metrics
 
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document
+from transforms.common import NAMESPACE
 
-NAMESPACE = "corpus_chunker"
 UNCHANGED = "unchanged"
 REMOVED = "removed"
 
@@ -88,12 +89,12 @@ class SplitUnchanged(beam.PTransform):
         previous = (
             docs.pipeline
             | "Read previous documents"
-            >> self.previous.read_table("documents", ["doc_id", "content_hash"])
+            >> self.previous.read_table(DOCUMENTS, ["doc_id", "content_hash"])
             | "Key previous" >> beam.Map(lambda row: (row["doc_id"], row["content_hash"]))
         )
         failed = (
             docs.pipeline
-            | "Read previous rejects" >> self.previous.read_table("rejects", ["doc_id", "stage"])
+            | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
             | "Embedding failures" >> beam.Filter(lambda row: row["stage"] == "embed")
             | "Key failures" >> beam.Map(lambda row: (row["doc_id"], True))
         )
@@ -126,7 +127,7 @@ class ReuseChunks(beam.PTransform):
     def expand(self, unchanged: beam.PCollection) -> beam.PCollection:
         rows = (
             unchanged.pipeline
-            | "Read previous chunks" >> self.previous.read_table("chunks")
+            | "Read previous chunks" >> self.previous.read_table(CHUNKS)
             | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
         )
         ids = unchanged | "Unchanged ids" >> beam.Map(lambda d: (d.doc_id, True))

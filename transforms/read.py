@@ -19,10 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
+from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
-
-REJECTS = "rejects"
-NAMESPACE = "corpus_chunker"
 
 
 def relative_source(path: str, root: str) -> str:
@@ -160,7 +158,7 @@ class _ReadFileFn(beam.DoFn):
         except Exception as e:  # an unreadable file is one reject, never a failed job
             yield beam.pvalue.TaggedOutput(
                 REJECTS,
-                Reject(path, "read", "unreadable", repr(e)[:500], document_id(path, self.root)),
+                Reject.of_error(path, "read", "unreadable", e, document_id(path, self.root)),
             )
             return
         if len(data) > self.max_file_bytes:

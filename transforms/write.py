@@ -15,8 +15,7 @@ from schemas.arrow import (
     document_row,
     reject_row,
 )
-
-TABLES = ("chunks", "documents", "rejects")
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 
 
 def table_prefix(output: str, table: str) -> str:
@@ -55,22 +54,22 @@ class WriteShards(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         written = []
         if self.write_chunks:
-            rows = tables["chunks"] | "Chunk rows" >> beam.Map(chunk_row)
+            rows = tables[CHUNKS] | "Chunk rows" >> beam.Map(chunk_row)
             if "reused_chunk_rows" in tables:  # incremental: rows copied from the last run
                 rows = (rows, tables["reused_chunk_rows"]) | "New and reused" >> beam.Flatten()
             written.append(
                 rows
                 | "Chunks table"
-                >> WriteTable(self.output, "chunks", chunk_schema(self.embedding_dim))
+                >> WriteTable(self.output, CHUNKS, chunk_schema(self.embedding_dim))
             )
         written.append(
-            tables["documents"]
+            tables[DOCUMENTS]
             | "Document rows" >> beam.Map(document_row)
-            | "Documents table" >> WriteTable(self.output, "documents", DOCUMENT_SCHEMA)
+            | "Documents table" >> WriteTable(self.output, DOCUMENTS, DOCUMENT_SCHEMA)
         )
         written.append(
-            tables["rejects"]
+            tables[REJECTS]
             | "Reject rows" >> beam.Map(reject_row)
-            | "Rejects table" >> WriteTable(self.output, "rejects", REJECT_SCHEMA)
+            | "Rejects table" >> WriteTable(self.output, REJECTS, REJECT_SCHEMA)
         )
         return tuple(written) | "All written files" >> beam.Flatten()

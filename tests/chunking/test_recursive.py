@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.chunking.recursive import RecursiveChunker, recursive_split, sentence_starts
+from transforms.chunking.recursive import RecursiveChunker
+from transforms.chunking.split import recursive_split, sentence_starts
 from transforms.chunking.tokens import TiktokenTokenizer
 
 TOK = TiktokenTokenizer("cl100k_base")

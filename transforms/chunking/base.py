@@ -12,6 +12,7 @@ import abc
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from transforms.chunking.split import fit, trim
 from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 
 MIN_CHUNK_SIZE = 8
@@ -36,15 +37,6 @@ def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
             break
         n += 1
     return a[:n]
-
-
-def trim(text: str, start: int, end: int) -> tuple[int, int]:
-    """Shrink [start, end) past leading and trailing whitespace."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 class Chunker(abc.ABC):
@@ -139,21 +131,15 @@ class Chunker(abc.ABC):
     def _resplit(
         self, doc: TokenizedText, span: ChunkSpan, start: int, end: int
     ) -> list[ChunkSpan]:
-        from transforms.chunking.recursive import recursive_split
-
-        budget = self.chunk_size
-        while True:
-            if budget == 1:  # cannot happen for chunk_size >= MIN_CHUNK_SIZE; never loop forever
-                raise ValueError(f"cannot fit text[{start}:{end}] into {self.chunk_size} tokens")
-            budget = max(1, budget - max(1, budget // 16))
-            pieces = recursive_split(doc, start, end, budget)
-            fitted = []
-            for s, e in pieces:
-                s, e = self.trim_span(doc.text, s, e)
-                if s < e:
-                    fitted.append((s, e, count_alone(self.tokenizer, doc, s, e)))
-            if all(c <= self.chunk_size for _, _, c in fitted):
-                return [_replace(span, s, e, c) for s, e, c in fitted]
+        pieces = fit(
+            doc,
+            start,
+            end,
+            self.chunk_size,
+            lambda s, e: count_alone(self.tokenizer, doc, s, e),
+            self.trim_span,
+        )
+        return [_replace(span, s, e, c) for s, e, c in pieces]
 
 
 def _replace(span: ChunkSpan, start: int, end: int, count: int) -> ChunkSpan:

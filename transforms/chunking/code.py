@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix
-from transforms.chunking.recursive import LINE, recursive_split
+from transforms.chunking.split import LINE, recursive_split
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
 SUPPORTED_LANGUAGES = (

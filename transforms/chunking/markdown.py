@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
-from transforms.chunking.recursive import LINE, PARAGRAPH, recursive_split, with_overlap
+from transforms.chunking.split import LINE, recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText
 
 # markdown-it normalizes \r\n and lone \r to \n before it numbers lines, so `.map` counts these.
@@ -175,32 +175,6 @@ def _with_item_ranges(text: str, section: Section) -> Section:
     return Section(section.path, blocks)
 
 
-def split_within(
-    doc: TokenizedText, start: int, end: int, limit: int, level: int = PARAGRAPH
-) -> list[tuple[int, int]]:
-    """`recursive_split`, with any piece it leaves over `limit` cut again into token windows.
-
-    recursive_split's token windows step by `limit` from the first token, so after a window is
-    pulled back off a multi-token character the last window can end up a token or two over.
-    """
-    out: list[tuple[int, int]] = []
-    for s, e in recursive_split(doc, start, end, limit, level):
-        if doc.count(s, e) <= limit:
-            out.append((s, e))
-            continue
-        while doc.count(s, e) > limit:
-            cut = doc.boundary_at_token(doc.tokens_before(s) + limit)
-            if doc.count(s, cut) > limit:
-                cut = doc.floor(cut - 1)
-            if cut <= s:  # one character of more than `limit` tokens: nothing smaller exists
-                cut = doc.ceil(s + 1)
-            out.append((s, cut))
-            s = cut
-        if s < e:
-            out.append((s, e))
-    return out
-
-
 class MarkdownChunker(Chunker):
     """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
 
@@ -316,11 +290,11 @@ class MarkdownChunker(Chunker):
     ) -> list[tuple[int, int]]:
         segments = []
         if first_budget < budget:
-            first = split_within(doc, start, end, first_budget)[0]
+            first = recursive_split(doc, start, end, first_budget)[0]
             segments.append(first)
             start = first[1]
         if start < end:
-            segments.extend(split_within(doc, start, end, budget))
+            segments.extend(recursive_split(doc, start, end, budget))
         return with_overlap(doc, segments, self.chunk_overlap)
 
     def _line_split(
@@ -349,7 +323,9 @@ class MarkdownChunker(Chunker):
         while i < n:
             j = min(int(np.searchsorted(hi, lo[i] + limit, side="right")) - 1, n)
             if j <= i:  # one line over the budget: cut inside it
-                segments.extend(split_within(doc, int(points[i]), int(points[i + 1]), limit, LINE))
+                segments.extend(
+                    recursive_split(doc, int(points[i]), int(points[i + 1]), limit, LINE)
+                )
                 i += 1
             else:
                 segments.append((int(points[i]), int(points[j])))

@@ -17,13 +17,12 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import Chunk, Document, Reject, stable_hash
 from transforms import accounting
-from transforms.chunking.base import Chunker, ChunkSpan, trim
-from transforms.chunking.recursive import recursive_split
+from transforms.chunking.base import Chunker, ChunkSpan
+from transforms.chunking.split import fit
 from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
+from transforms.common import NAMESPACE, REJECTS
 from transforms.models import resolve_model_path
 
-NAMESPACE = "corpus_chunker"
-REJECTS = "rejects"
 DOC_EVENTS = "doc_events"
 
 # strategy name -> "module:Class"
@@ -213,19 +212,16 @@ class DocumentChunker:
         return _drop_nested(out)
 
     def _model_pieces(self, piece: str) -> list[tuple[int, int]]:
-        assert self.model_tokenizer is not None
-        model_doc = self.model_tokenizer.tokenize(piece)
-        budget = self.model_budget
-        while True:
-            pieces = [
-                trim(piece, s, e) for s, e in recursive_split(model_doc, 0, len(piece), budget)
-            ]
-            pieces = [(s, e) for s, e in pieces if s < e]
-            if all(self.model_tokenizer.count(piece[s:e]) <= self.model_budget for s, e in pieces):
-                return pieces
-            if budget <= 8:
-                raise ValueError("cannot fit a piece into the embedding model's limit")
-            budget -= max(1, budget // 16)
+        model = self.model_tokenizer
+        assert model is not None
+        pieces = fit(
+            model.tokenize(piece),
+            0,
+            len(piece),
+            self.model_budget,
+            lambda s, e: model.count(piece[s:e]),
+        )
+        return [(s, e) for s, e, _ in pieces]
 
     @property
     def model_budget(self) -> int:
@@ -307,7 +303,7 @@ class _ChunkFn(beam.DoFn):
         except Exception as e:  # one document's failure is a reject, never a failed job
             self.failed.inc()
             yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject(doc.source, "chunk", "chunk_failed", repr(e)[:500], doc.doc_id)
+                REJECTS, Reject.of_error(doc.source, "chunk", "chunk_failed", e, doc.doc_id)
             )
             return
         if not chunks:

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan
-from transforms.chunking.recursive import recursive_split, with_overlap
+from transforms.chunking.split import recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
 

@@ -1,0 +1,123 @@
+"""The one registry of the job's tables and columns: name, Arrow type, nullability and doc.
+
+The Arrow schemas (`schemas.arrow`) and the record types' docstrings (`schemas.records`) are
+both made from it, so a column is declared, and documented, exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+# The Parquet tables of a run folder.
+CHUNKS = "chunks"
+DOCUMENTS = "documents"
+REJECTS = "rejects"
+TABLES = (CHUNKS, DOCUMENTS, REJECTS)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = True
+
+    def field(self, type_: pa.DataType | None = None) -> pa.Field:
+        return pa.field(
+            self.name, type_ or self.type, nullable=self.nullable, metadata={"doc": self.doc}
+        )
+
+
+def _c(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+_SHARED = {
+    c.name: c
+    for c in (
+        _c("doc_id", pa.string(), "stable hash of the source URI or the record id", False),
+        _c("doc_type", pa.string(), "html, markdown, code or text", False),
+        _c("language", pa.string(), "programming language of code; null otherwise"),
+    )
+}
+
+# Columns in table order. A column of the same name in two tables is one entry of _SHARED,
+# except `source`, whose doc says what it holds in that table.
+COLUMNS: dict[str, tuple[Column, ...]] = {
+    CHUNKS: (
+        _c("chunk_id", pa.string(), "stable hash of content_hash, offsets and config", False),
+        _SHARED["doc_id"],
+        _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
+        _SHARED["doc_type"],
+        _SHARED["language"],
+        _c("title", pa.string(), "document title, when known"),
+        _c("chunk_index", pa.int32(), "0-based position of the chunk in its document", False),
+        _c("text", pa.string(), "the chunk: documents.text[start_char:end_char]", False),
+        _c("context", pa.string(), "contextual header embedded before the text; null if none"),
+        _c("context_source", pa.string(), "path, llm or path_fallback; null if none"),
+        _c("start_char", pa.int64(), "start offset (characters) in documents.text", False),
+        _c("end_char", pa.int64(), "end offset (exclusive) in documents.text", False),
+        _c("token_count", pa.int32(), "tokens of text alone in --tokenizer", False),
+        _c("embed_tokens", pa.int32(), "tokens of context+text in --pricing_tokenizer", False),
+        _c("model_tokens", pa.int32(), "word pieces of context+text in the model tokenizer"),
+        _c("section_path", pa.list_(pa.string()), "enclosing headings or class/function", False),
+        _c("parent_id", pa.string(), "chunk_id of the parent chunk (small-to-big); null"),
+        _c("is_parent", pa.bool_(), "true for a parent chunk of --parent_chunk_size", False),
+        _c("strategy", pa.string(), "chunking strategy that produced the chunk", False),
+        # The list's fixed size is the model's dimension, known only per run: see chunk_schema.
+        _c("embedding", pa.list_(pa.float32()), "normalised float32 embedding of context+text"),
+        _c("embedding_model", pa.string(), "model that produced the embedding; null if none"),
+        _c("config_fingerprint", pa.string(), "hash of every setting that changes output", False),
+        _c("content_hash", pa.string(), "sha256 of the document text the chunk came from", False),
+    ),
+    DOCUMENTS: (
+        _SHARED["doc_id"],
+        _c("source", pa.string(), "input path or URI", False),
+        _SHARED["doc_type"],
+        _SHARED["language"],
+        _c("title", pa.string(), "title from HTML metadata, the first heading, or the record"),
+        _c("url", pa.string(), "canonical URL from HTML metadata or the record"),
+        _c("date", pa.string(), "date from HTML metadata"),
+        _c("lang", pa.string(), "natural language from HTML metadata (e.g. en)"),
+        _c("text", pa.string(), "the extracted text that chunk offsets point into", False),
+        _c("content_hash", pa.string(), "sha256 of text", False),
+        _c("boilerplate_lines_removed", pa.int32(), "lines dropped as corpus boilerplate", False),
+        _c(
+            "boilerplate_tokens_removed",
+            pa.int32(),
+            "tokens in those lines, in --pricing_tokenizer",
+            False,
+        ),
+    ),
+    REJECTS: (
+        _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
+        _c("doc_id", pa.string(), "document id when one was assigned"),
+        _c("chunk_id", pa.string(), "chunk id, for rejects of one chunk (embedding)"),
+        _c("stage", pa.string(), "read, extract, chunk or embed", False),
+        _c("reason", pa.string(), "short machine-readable reason, e.g. invalid_utf8", False),
+        _c("error", pa.string(), "excerpt of the error message", False),
+    ),
+}
+
+
+def column_names(table: str) -> tuple[str, ...]:
+    return tuple(c.name for c in COLUMNS[table])
+
+
+def schema(table: str, override: Callable[[Column], pa.DataType | None] | None = None) -> pa.Schema:
+    """The Arrow schema of `table`; `override` may give a column another (narrower) type."""
+    return pa.schema([c.field(override(c) if override else None) for c in COLUMNS[table]])
+
+
+def documented(table: str) -> Callable[[type], type]:
+    """Class decorator: append the table's column docs to a record type's docstring."""
+
+    def decorate(cls: type) -> type:
+        lines = [f"    {c.name}: {c.doc}" for c in COLUMNS[table]]
+        cls.__doc__ = f"{cls.__doc__ or ''}\n\n    Columns of `{table}/`:\n" + "\n".join(lines)
+        return cls
+
+    return decorate

@@ -1,0 +1,73 @@
+"""A run's output reduced to what must not change across a refactor: chunk ids, texts, contexts,
+counts, rejects and the cost report's counts. `python -m tests.golden OUT` prints it as JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+from tests.tables import report, rows
+
+# Report keys that vary between runs of the same job (timings) or with the machine.
+_VOLATILE = ("seconds", "wall", "started", "finished", "rate", "per_second")
+
+
+def _h(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _relative(source: str, root: str) -> str:
+    return os.path.relpath(source, root) if source.startswith(root) else source
+
+
+def _stable(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            k: _stable(v)
+            for k, v in sorted(value.items())
+            if not any(word in k for word in _VOLATILE)
+        }
+    if isinstance(value, float):
+        return round(value, 9)
+    return value
+
+
+def snapshot(output: str, root: str) -> dict:
+    """Everything a reader of `output` sees, minus embeddings' floats and timings."""
+    chunks = sorted(rows(output, "chunks"), key=lambda c: (c["source"], c["chunk_index"]))
+    return {
+        "chunks": [
+            [
+                c["chunk_id"],
+                _relative(c["source"], root),
+                c["chunk_index"],
+                c["start_char"],
+                c["end_char"],
+                _h(c["text"]),
+                _h(c["context"]),
+                c["context_source"],
+                c["token_count"],
+                c["embed_tokens"],
+                c["model_tokens"],
+                list(c["section_path"]),
+                c["parent_id"],
+                c["strategy"],
+            ]
+            for c in chunks
+        ],
+        "documents": sorted(
+            [d["doc_id"], _relative(d["source"], root), d["content_hash"], d["title"]]
+            for d in rows(output, "documents")
+        ),
+        "rejects": sorted(
+            [_relative(r["source"], root), r["stage"], r["reason"]] for r in rows(output, "rejects")
+        ),
+        "report": _stable(report(output)),
+    }
+
+
+if __name__ == "__main__":
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    json.dump(snapshot(sys.argv[1], os.path.join(root, "samples")), sys.stdout, indent=0)

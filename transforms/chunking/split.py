@@ -1,0 +1,270 @@
+"""The splitting primitives every chunker and every limit share, below `base.py`.
+
+Cut points are token boundaries of the document's own tokenization (`TokenizedText`), so every
+count is a difference of two indices: separator candidates per level (blank line > line >
+sentence > word > token), greedy packing to a budget (`recursive_split`), token windows, sentence
+starts (blingfire) and overlap. `fit` is the one way a span is made to fit a limit that the
+derived count cannot prove: the chunk tokenizer's alone-count, or the model's word pieces.
+`longest_prefix` is the same for a header that must be cut to fit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import itertools
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from transforms.chunking.tokens import TokenizedText, Tokenizer
+
+
+def trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink [start, end) past leading and trailing whitespace."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+_NEWLINE = re.compile(r"\n")
+_SPACE = re.compile(r"\s+")
+
+PARAGRAPH, LINE, SENTENCE, WORD, TOKEN = range(5)
+LEVEL_NAMES = ("paragraph", "line", "sentence", "word", "token")
+
+
+def sentence_starts(text: str, start: int, end: int) -> list[int]:
+    """Offsets (into `text`) where a sentence starts inside text[start:end], the first excluded."""
+    piece = text[start:end]
+    if not piece.strip():
+        return []
+    return [start + s for s in _blingfire_sentence_starts(piece)[1:]]
+
+
+def _blingfire_sentence_starts(piece: str) -> list[int]:
+    """Where blingfire's sentences start in `piece`: `text_to_sentences_and_offsets`, faster.
+
+    blingfire's own wrapper maps byte offsets to characters in a Python loop over every byte
+    and allocates three zeroed ctypes buffers per call; here the same C function writes into
+    one numpy buffer and the offsets are mapped with numpy (a sentence split per overlap
+    window made the wrapper a third of the chunker's time).
+    """
+    try:
+        import blingfire
+    except ImportError as e:  # pragma: no cover - install problem
+        raise ImportError("sentence splitting needs `pip install blingfire`") from e
+    data = piece.encode("utf-8")
+    size = len(data) * 2  # what the wrapper allocates: output text, then starts and ends
+    text_bytes = (size + 7) // 8 * 8
+    buffer = np.empty(text_bytes + 8 * size, dtype=np.uint8)
+    address = buffer.__array_interface__["data"][0]
+    n_out = blingfire.blingfire.TextToSentencesWithOffsets(
+        ctypes.c_char_p(data),
+        ctypes.c_int(len(data)),
+        ctypes.c_void_p(address),
+        ctypes.c_void_p(address + text_bytes),
+        ctypes.c_void_p(address + text_bytes + 4 * size),
+        ctypes.c_int(size),
+    )
+    if n_out == -1 or n_out > size:  # blingfire failed: like its wrapper, no sentences
+        return []
+    # The wrapper counts the sentences as the lines of the output text, up to its first NUL.
+    out_text = buffer[:n_out].tobytes().split(b"\0", 1)[0]
+    n_sentences = out_text.count(b"\n") + 1
+    byte_starts = np.frombuffer(buffer, dtype=np.int32, count=n_sentences, offset=text_bytes)
+    if len(data) == len(piece):  # ASCII
+        return byte_starts.tolist()
+    is_char_start = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+    char_of_byte = np.cumsum(is_char_start) - 1
+    return char_of_byte[byte_starts].tolist()
+
+
+def candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndarray:
+    """Token-boundary cut points strictly inside (start, end) for one separator level."""
+    text = doc.text
+    if level == PARAGRAPH:
+        raw = [m.end() for m in _BLANK_LINE.finditer(text, start, end)]
+    elif level == LINE:
+        raw = [m.end() for m in _NEWLINE.finditer(text, start, end)]
+    elif level == SENTENCE:
+        raw = sentence_starts(text, start, end)
+    else:  # WORD: cut before a whitespace run, where tiktoken's " word" tokens begin
+        raw = [m.start() for m in _SPACE.finditer(text, start, end)]
+    if not raw:
+        return np.empty(0, dtype=np.int64)
+    pos = np.asarray(raw, dtype=np.int64)
+    idx = np.maximum(doc.boundaries.searchsorted(pos, "right") - 1, 0)
+    snapped = doc.boundaries[idx]
+    # A separator inside a token (cl100k has ".\n\n" as one token) is moved to the token
+    # boundary on whichever side only skips whitespace, so no cut lands before a "." or a word.
+    # Moving forward skips only whitespace, so it needs whitespace at the separator itself:
+    # that test first, as most separators inside a token (a blank line's end) have none.
+    moved = False
+    for i in np.flatnonzero(snapped != pos).tolist():
+        p = raw[i]
+        if p < len(text) and text[p].isspace():
+            lo = snapped.item(i)
+            if not text[lo:p].isspace():
+                hi = doc.ceil(p)
+                if text[p:hi].isspace():
+                    snapped[i] = hi
+                    moved = True
+    if moved:  # a separator moved forward may pass the next one's snapped position
+        snapped.sort()
+    # Sorted: drop repeats (separators inside one token) and what lies outside (start, end).
+    keep = snapped > start
+    keep[1:] &= snapped[1:] != snapped[:-1]
+    keep &= snapped < end
+    return snapped[keep]
+
+
+def token_windows(doc: TokenizedText, start: int, end: int, limit: int) -> list[tuple[int, int]]:
+    # Each window is measured from where the last one actually ended: a window pulled back
+    # off a character of several tokens must not push the next one over the limit.
+    out = []
+    pos = start
+    while doc.count(pos, end) > limit:
+        cut = doc.boundary_at_token(doc.tokens_before(pos) + limit)
+        while cut > pos and doc.count(pos, cut) > limit:  # a character spanning several tokens
+            cut = doc.floor(cut - 1)
+        if cut <= pos:  # one character is over the limit on its own: give it its own window
+            cut = doc.ceil(pos + 1)
+        out.append((pos, cut))
+        pos = cut
+    out.append((pos, end))
+    return out
+
+
+def recursive_split(
+    doc: TokenizedText, start: int, end: int, limit: int, level: int = PARAGRAPH
+) -> list[tuple[int, int]]:
+    """Non-overlapping segments tiling [start, end), each at most `limit` tokens (derived count).
+
+    At each level the text is cut at that level's separators and the pieces are packed
+    greedily up to `limit`; a piece that alone is over `limit` is split at the next level.
+    """
+    if doc.count(start, end) <= limit:
+        return [(start, end)]
+    if level >= TOKEN:
+        return token_windows(doc, start, end, limit)
+    cuts = candidates(doc, start, end, level)
+    if len(cuts) == 0:
+        return recursive_split(doc, start, end, limit, level + 1)
+    points_array = np.concatenate(([start], cuts, [end]))
+    idx = doc.boundaries.searchsorted(points_array, "right") - 1
+    # Python lists and bisect: the loop runs once per segment, on scalars.
+    tokens = doc.token_index[np.maximum(idx, 0)].tolist()
+    points = points_array.tolist()
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(points) - 1
+    while i < n:
+        j = min(bisect.bisect_right(tokens, tokens[i] + limit) - 1, n)
+        if j <= i:
+            out.extend(recursive_split(doc, points[i], points[i + 1], limit, level + 1))
+            i += 1
+        else:
+            out.append((points[i], points[j]))
+            i = j
+    return out
+
+
+def overlap_start(doc: TokenizedText, prev_start: int, start: int, overlap: int) -> int:
+    """Where a chunk starting at `start` begins once it takes up to `overlap` tokens before it.
+
+    The window is snapped forward to the first sentence start inside it, else the first word
+    start, so overlap never begins mid-word when it can be helped.
+    """
+    if overlap <= 0 or start <= prev_start:
+        return start
+    window = max(doc.boundary_at_token(doc.tokens_before(start) - overlap), prev_start)
+    while window < start and doc.count(window, start) > overlap:
+        window = doc.ceil(window + 1)  # a character of several tokens straddled the window
+    if window >= start:
+        return start
+    # Snap down to the token that holds the boundary (tiktoken's " word" tokens start at the
+    # space), never below the window, so the overlap stays within `overlap` tokens.
+    for s in sentence_starts(doc.text, window, start):
+        snapped = doc.floor(s)
+        if window < snapped < start:
+            return snapped
+    text = doc.text
+    if window > 0 and not text[window - 1].isspace() and not text[window].isspace():
+        m = _SPACE.search(text, window, start)
+        if m and m.end() < start:
+            snapped = doc.floor(m.start())
+            if window < snapped < start:
+                return snapped
+    return window
+
+
+def with_overlap(
+    doc: TokenizedText, segments: list[tuple[int, int]], overlap: int
+) -> list[tuple[int, int]]:
+    """Extend each segment (but the first) back into its predecessor by up to `overlap` tokens."""
+    if overlap <= 0 or len(segments) < 2:
+        return segments
+    out = [segments[0]]
+    for (prev_start, _), (start, end) in itertools.pairwise(segments):
+        out.append((overlap_start(doc, prev_start, start, overlap), end))
+    return out
+
+
+def fit(
+    doc: TokenizedText,
+    start: int,
+    end: int,
+    limit: int,
+    count: Callable[[int, int], int],
+    trim_span: Callable[[str, int, int], tuple[int, int]] = trim,
+) -> list[tuple[int, int, int]]:
+    """Pieces (start, end, count) tiling doc.text[start:end], each with `count(s, e) <= limit`.
+
+    `doc` is the text as the tokenizer that the limit is in tokenized it, and `count` the exact
+    count that must hold (a piece encoded alone), which the derived count only approximates at
+    cuts inside a word. The text is split with `recursive_split` at `limit`, then with a budget
+    a sixteenth lower each time until every trimmed piece passes `count`.
+    """
+    budget = limit
+    while True:
+        pieces = []
+        for s, e in recursive_split(doc, start, end, budget):
+            s, e = trim_span(doc.text, s, e)
+            if s < e:
+                pieces.append((s, e, count(s, e)))
+        if all(c <= limit for _, _, c in pieces):
+            return pieces
+        if budget <= 1:  # unreachable for limits of MIN_CHUNK_SIZE and more; never loop forever
+            raise ValueError(f"cannot fit text[{start}:{end}] into {limit} tokens")
+        budget -= max(1, budget // 16)
+
+
+def longest_prefix(
+    text: str,
+    tokenizer: Tokenizer,
+    accept: Callable[[str], bool],
+    clean: Callable[[str], str] = str.rstrip,
+) -> str | None:
+    """The longest accepted strict prefix of `text` cut at one of its token boundaries, else None.
+
+    Each cut is passed through `clean` (a header drops a dangling separator). Binary search over
+    the boundaries; every returned value was checked by `accept`, so the caller's invariant holds
+    even where token counts of concatenations are not monotonic.
+    """
+    candidates: list[str] = []
+    for boundary in tokenizer.tokenize(text).boundaries[1:-1]:
+        cut = clean(text[: int(boundary)])
+        if cut and (not candidates or candidates[-1] != cut):
+            candidates.append(cut)
+    lo, hi, best = 0, len(candidates) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if accept(candidates[mid]):
+            best, lo = candidates[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best

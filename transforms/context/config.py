@@ -1,0 +1,101 @@
+"""How chunks get their context header (`ContextConfig`), and the room a header takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.records import CONTEXT_JOINER
+from transforms.chunking.base import MIN_CHUNK_SIZE
+
+MODES = ("none", "path", "llm")
+PROMPT_VERSION = "situate-v1"  # part of the cache key: change it whenever the prompt changes
+
+ELLIPSIS = "…"
+PATH_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """How chunks get their context header; validated at construction."""
+
+    mode: str = "none"
+    chunk_size: int = 512  # hard limit, in `tokenizer`, of context + "\n\n" + text
+    tokenizer: str = "cl100k_base"
+    # The tokenizer of the chunks' token_count: when it is `tokenizer`, fitting a header reuses
+    # that count (exactly, see `fit_header`). None: unknown, the joined text is counted whole.
+    chunk_tokenizer: str | None = None
+    max_header_tokens: int = 32
+    llm_base_url: str | None = None  # OpenAI-compatible, e.g. "http://localhost:8000/v1"
+    llm_model: str | None = None
+    llm_api_key_env: str | None = None  # name of the env var holding the key; None: no key
+    llm_context_tokens: int = 64
+    llm_timeout_s: float = 30.0
+    llm_max_retries: int = 4
+    llm_concurrency: int = 4
+    llm_price_in: float = 0.0  # USD per million prompt tokens
+    llm_price_out: float = 0.0  # USD per million completion tokens
+    llm_cache_dir: str | None = None  # local folder; None: no cache
+    llm_backoff_s: float = 0.5  # base of the exponential backoff
+    llm_backoff_max_s: float = 60.0  # cap of one wait, Retry-After included
+    llm_seed: int | None = None  # seeds the backoff jitter (tests); None: random
+    prompt_version: str = PROMPT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not self.tokenizer:
+            raise ValueError(f"tokenizer must name a tokenizer, got {self.tokenizer!r}")
+        if self.max_header_tokens < 1:
+            raise ValueError(f"max_header_tokens must be >= 1, got {self.max_header_tokens}")
+        if self.llm_context_tokens < 1:
+            raise ValueError(f"llm_context_tokens must be >= 1, got {self.llm_context_tokens}")
+        if self.chunk_size - reserved_tokens(self) < MIN_CHUNK_SIZE:
+            raise ValueError(
+                f"chunk_size={self.chunk_size} leaves fewer than {MIN_CHUNK_SIZE} tokens for "
+                f"the chunk once {reserved_tokens(self)} are reserved for the {self.mode} header"
+            )
+        if self.llm_timeout_s <= 0:
+            raise ValueError(f"llm_timeout_s must be > 0, got {self.llm_timeout_s}")
+        if self.llm_max_retries < 0:
+            raise ValueError(f"llm_max_retries must be >= 0, got {self.llm_max_retries}")
+        if self.llm_concurrency < 1:
+            raise ValueError(f"llm_concurrency must be >= 1, got {self.llm_concurrency}")
+        if self.llm_price_in < 0 or self.llm_price_out < 0:
+            raise ValueError(
+                f"llm_price_in/llm_price_out must be >= 0, got "
+                f"{self.llm_price_in}/{self.llm_price_out}"
+            )
+        if self.llm_backoff_s < 0 or self.llm_backoff_max_s < 0:
+            raise ValueError(
+                f"llm_backoff_s/llm_backoff_max_s must be >= 0, got "
+                f"{self.llm_backoff_s}/{self.llm_backoff_max_s}"
+            )
+        if self.llm_api_key_env == "":
+            raise ValueError("llm_api_key_env must be None or the name of an env var, got ''")
+        if not self.prompt_version:
+            raise ValueError(f"prompt_version must not be empty, got {self.prompt_version!r}")
+        if self.mode == "llm":
+            if not self.llm_base_url or not self.llm_base_url.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"mode 'llm' needs llm_base_url as an http(s) URL, got {self.llm_base_url!r}"
+                )
+            if not self.llm_model:
+                raise ValueError(f"mode 'llm' needs llm_model, got {self.llm_model!r}")
+
+
+def reserved_tokens(config: ContextConfig) -> int:
+    """Tokens the chunker must leave free for the header and the joiner.
+
+    Run the chunker with `chunk_size - reserved_tokens(config)`. In llm mode the reserve also
+    covers the path header used when the LLM fails.
+    """
+    if config.mode == "path":
+        return config.max_header_tokens + len(CONTEXT_JOINER)
+    if config.mode == "llm":
+        return max(config.llm_context_tokens, config.max_header_tokens) + len(CONTEXT_JOINER)
+    return 0
+
+
+def llm_cost_usd(prompt_tokens: int, completion_tokens: int, config: ContextConfig) -> float:
+    """What the LLM calls cost at the configured per-million-token prices."""
+    return (prompt_tokens * config.llm_price_in + completion_tokens * config.llm_price_out) / 1e6

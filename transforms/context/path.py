@@ -1,0 +1,92 @@
+"""Path headers: a chunk's title and section path, cut to fit its token budget."""
+
+from __future__ import annotations
+
+import re
+
+from schemas.records import CONTEXT_JOINER, Chunk
+from transforms.chunking.split import longest_prefix
+from transforms.chunking.tokens import Tokenizer, count_with_prefix
+from transforms.context.config import ELLIPSIS, PATH_SEPARATOR
+
+
+def _clean_heading(text: str) -> str:
+    return " ".join(text.lstrip("#").split())
+
+
+def _same_heading(a: str, b: str) -> bool:
+    return a.casefold() == b.casefold()
+
+
+def _source_tail(source: str, parts: int) -> str:
+    """The last `parts` components of a path or URI, without scheme, query or #L<line>."""
+    path = source.split("#", 1)[0].split("?", 1)[0]
+    components = [c for c in re.split(r"[\\/]+", path) if c and not c.endswith(":")]
+    return "/".join(components[-parts:])
+
+
+def path_header(chunk: Chunk) -> str:
+    """The chunk's place in its document, e.g. "Title > Installation > Linux".
+
+    Prose: the title (or the file name when there is none), then the section path, without
+    repeating a first heading equal to the title. Code: the last three components of the source
+    path, then the enclosing class/function path.
+    """
+    sections = [s for s in (_clean_heading(s) for s in chunk.section_path) if s]
+    if chunk.doc_type == "code":
+        parts = [_source_tail(chunk.source, 3), *sections]
+    else:
+        title = _clean_heading(chunk.title or "") or _source_tail(chunk.source, 1)
+        if sections and _same_heading(sections[0], title):
+            sections = sections[1:]
+        parts = [title, *sections]
+    out: list[str] = []
+    for part in parts:
+        if part and not (out and _same_heading(out[-1], part)):
+            out.append(part)
+    return PATH_SEPARATOR.join(out)
+
+
+def _clean_cut(prefix: str) -> str:
+    """A cut header without trailing whitespace or a dangling " >" separator."""
+    return prefix.rstrip().removesuffix(PATH_SEPARATOR.rstrip()).rstrip()
+
+
+def fit_header(
+    header: str,
+    text: str,
+    budget: int,
+    tokenizer: Tokenizer,
+    max_header_tokens: int | None = None,
+    text_tokens: int | None = None,
+) -> str | None:
+    """`header`, cut at the end if needed, so that `count(header + "\\n\\n" + text) <= budget`.
+
+    A cut header keeps its start and ends in "…" when that still fits. With `max_header_tokens`
+    the header alone is also held to that many tokens. None when no non-empty header fits.
+    `text_tokens`, the tokenizer's count of `text` when known, spares encoding `text` again for
+    each candidate where the joined count provably adds up (`count_joined`).
+    """
+    if not header.strip():
+        return None
+
+    def accept(candidate: str) -> bool:
+        if max_header_tokens is not None and tokenizer.count(candidate) > max_header_tokens:
+            return False
+        joined = count_with_prefix(tokenizer, candidate + CONTEXT_JOINER, text, text_tokens)
+        return joined <= budget
+
+    if accept(header):
+        return header
+    cut = longest_prefix(header, tokenizer, accept, _clean_cut)
+    if cut is None:
+        return None
+    return cut + ELLIPSIS if accept(cut + ELLIPSIS) else cut
+
+
+def truncate_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """`text` cut at a token boundary to at most `max_tokens` tokens ("" if none fits)."""
+    if tokenizer.count(text) <= max_tokens:
+        return text
+    cut = longest_prefix(text, tokenizer, lambda c: tokenizer.count(c) <= max_tokens, _clean_cut)
+    return cut or ""

@@ -1,0 +1,210 @@
+"""`AddContext`, the Beam stage: path headers, or LLM lines on a thread pool, per document."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.utils.windowed_value import WindowedValue
+
+from schemas.records import Chunk, content_hash
+from transforms.chunking.tokens import Tokenizer, make_tokenizer
+from transforms.common import NAMESPACE
+from transforms.context.config import ContextConfig
+from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
+from transforms.context.path import fit_header, path_header
+
+_LOG = logging.getLogger(__name__)
+
+
+class _Counters:
+    def __init__(self) -> None:
+        def c(name: str) -> Any:
+            return Metrics.counter(NAMESPACE, name)
+
+        self.context_headers = c("context_headers")
+        self.context_skipped = c("context_skipped")
+        self.header_tokens = c("header_tokens")
+        self.llm_requests = c("llm_requests")
+        self.llm_retries = c("llm_retries")
+        self.llm_failures_fallback = c("llm_failures_fallback")
+        self.llm_cache_hits = c("llm_cache_hits")
+        self.llm_cache_write_errors = c("llm_cache_write_errors")
+        self.llm_prompt_tokens = c("llm_prompt_tokens")
+        self.llm_completion_tokens = c("llm_completion_tokens")
+
+
+def _with_header(
+    chunk: Chunk,
+    header: str,
+    source: str,
+    config: ContextConfig,
+    tokenizer: Tokenizer,
+    counters: _Counters,
+    max_header_tokens: int | None,
+) -> Chunk:
+    known = config.chunk_tokenizer == config.tokenizer
+    fitted = fit_header(
+        header,
+        chunk.text,
+        config.chunk_size,
+        tokenizer,
+        max_header_tokens,
+        chunk.token_count if known else None,
+    )
+    if fitted is None:  # the chunk alone leaves no room: the chunker ignored reserved_tokens()
+        counters.context_skipped.inc()
+        return dataclasses.replace(chunk, context=None, context_source=None)
+    counters.context_headers.inc()
+    counters.header_tokens.inc(tokenizer.count(fitted))
+    return dataclasses.replace(chunk, context=fitted, context_source=source)
+
+
+def _path_context(
+    chunk: Chunk, config: ContextConfig, tokenizer: Tokenizer, counters: _Counters, source: str
+) -> Chunk:
+    return _with_header(
+        chunk, path_header(chunk), source, config, tokenizer, counters, config.max_header_tokens
+    )
+
+
+def _unpack_chunks(element: tuple[str, list[Chunk]]) -> list[Chunk]:
+    return list(element[1])
+
+
+class _PathContextFn(beam.DoFn):
+    def __init__(self, config: ContextConfig) -> None:
+        self._config = config
+        self._counters = _Counters()
+
+    def setup(self) -> None:
+        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
+
+    def process(self, element: tuple[str, list[Chunk]]) -> Iterator[Chunk]:
+        for chunk in element[1]:
+            yield _path_context(chunk, self._config, self._tokenizer, self._counters, "path")
+
+
+class _LLMContextFn(beam.DoFn):
+    """Sends up to `llm_concurrency` requests at once across the documents of a bundle.
+
+    Requests run on a thread pool; counters are only touched on the bundle's own thread, where
+    Beam's metrics container lives.
+    """
+
+    def __init__(self, config: ContextConfig) -> None:
+        self._config = config
+        self._counters = _Counters()
+
+    def setup(self) -> None:
+        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
+        self._session = make_session(self._config)
+        self._client = LLMContextClient(self._config, self._tokenizer, session=self._session)
+        self._executor = ThreadPoolExecutor(
+            max_workers=self._config.llm_concurrency, thread_name_prefix="llm-context"
+        )
+
+    def start_bundle(self) -> None:
+        self._pending: collections.deque = collections.deque()
+        self._in_flight = 0
+
+    def process(
+        self,
+        element: tuple[str, list[Chunk]],
+        window: Any = beam.DoFn.WindowParam,
+        timestamp: Any = beam.DoFn.TimestampParam,
+    ) -> Iterator[Chunk]:
+        document, chunks = element
+        doc_hash = next((c.content_hash for c in chunks if c.content_hash), None)
+        doc_hash = doc_hash or content_hash(document)
+        futures = [
+            self._executor.submit(self._client.situate, document, c.text, doc_hash) for c in chunks
+        ]
+        self._pending.append((chunks, futures, window, timestamp))
+        self._in_flight += len(futures)
+        # Emit finished documents in order; block on the oldest once enough are queued, so a
+        # bundle holds a bounded number of documents in memory.
+        limit = 2 * self._config.llm_concurrency
+        while self._pending and (
+            self._in_flight > limit or all(f.done() for f in self._pending[0][1])
+        ):
+            chunks, futures, _, _ = self._pending.popleft()
+            self._in_flight -= len(futures)
+            yield from self._finish(chunks, futures)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        while self._pending:
+            chunks, futures, window, timestamp = self._pending.popleft()
+            for chunk in self._finish(chunks, futures):
+                yield WindowedValue(chunk, timestamp, [window])
+        self._in_flight = 0
+
+    def _finish(self, chunks: list[Chunk], futures: list[Future]) -> Iterable[Chunk]:
+        counters = self._counters
+        for chunk, future in zip(chunks, futures, strict=True):
+            outcome: LLMOutcome = future.result()
+            counters.llm_requests.inc(outcome.requests)
+            counters.llm_retries.inc(outcome.retries)
+            counters.llm_prompt_tokens.inc(outcome.prompt_tokens)
+            counters.llm_completion_tokens.inc(outcome.completion_tokens)
+            if outcome.cache_hit:
+                counters.llm_cache_hits.inc()
+            if outcome.cache_write_failed:
+                counters.llm_cache_write_errors.inc()
+            # The usage travels with the chunk, so the cost report (a combine, correct on every
+            # runner) can price it; the counters above are for monitoring.
+            usage = (
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                outcome.requests,
+                int(outcome.cache_hit),
+            )
+            chunk = dataclasses.replace(chunk, llm_usage=usage)
+            if outcome.context is None:
+                counters.llm_failures_fallback.inc()
+                _LOG.warning("LLM context failed for chunk %s: %s", chunk.chunk_id, outcome.error)
+                yield _path_context(chunk, self._config, self._tokenizer, counters, "path_fallback")
+            else:
+                yield _with_header(
+                    chunk, outcome.context, "llm", self._config, self._tokenizer, counters, None
+                )
+
+    def teardown(self) -> None:
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        session = getattr(self, "_session", None)
+        if session is not None:
+            session.close()
+
+
+class AddContext(beam.PTransform):
+    """`(document_text, [Chunk, ...])` per document -> each Chunk with its context header.
+
+    mode "none" passes chunks through; "path" sets the heading path; "llm" asks the LLM and
+    falls back to the path header (context_source "path_fallback") when it fails.
+    """
+
+    def __init__(self, config: ContextConfig, label: str | None = None) -> None:
+        super().__init__(label)
+        if not isinstance(config, ContextConfig):
+            raise ValueError(f"config must be a ContextConfig, got {type(config).__name__}")
+        self._config = config
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        mode = self._config.mode
+        if mode == "none":
+            return pcoll | "Unpack chunks" >> beam.FlatMap(_unpack_chunks).with_output_types(Chunk)
+        if mode == "path":
+            fn: beam.DoFn = _PathContextFn(self._config)
+            label = "Add path headers"
+        else:
+            fn = _LLMContextFn(self._config)
+            label = "Add LLM context"
+        return pcoll | label >> beam.ParDo(fn).with_output_types(Chunk)
