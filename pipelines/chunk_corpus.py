@@ -8,13 +8,12 @@ runner that --runner names.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -22,24 +21,17 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
-from schemas.columns import TABLES
-from schemas.records import Chunk
-from transforms import accounting
-from transforms.accounting import Account
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
+from transforms.accounting import Account, AccountInputs, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
-from transforms.budget import BudgetConfig, CountChunkTokens
+from transforms.budget import CountChunkTokens
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
 from transforms.extract import ExtractText
-from transforms.incremental import (
-    PreviousRun,
-    ReuseChunks,
-    SplitUnchanged,
-    load_previous_run,
-    unchanged_event,
-)
+from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run
+from transforms.models import Embed
 from transforms.read import ReadDocuments, check_patterns
-from transforms.write import WriteShards
+from transforms.write import REUSED_CHUNK_ROWS, WriteShards
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
 UNSUPPORTED_RUNNERS = {
@@ -48,171 +40,75 @@ UNSUPPORTED_RUNNERS = {
 }
 
 
-def _split_parents(item: tuple) -> Any:
-    doc, chunks = item
-    children = [c for c in chunks if not c.is_parent]
-    parents = [c for c in chunks if c.is_parent]
-    yield beam.pvalue.TaggedOutput("parents", parents)
-    yield doc.text, children
+class JobOutputs(NamedTuple):
+    chunks: beam.PCollection  # Chunk: the chunks this run made (embedded) and their parents
+    documents: beam.PCollection  # Document: every document with chunks, reused ones included
+    rejects: beam.PCollection  # Reject
+    manifest: beam.PCollection  # str: the path of run_manifest.json, written last
 
 
-def _chunk_events(chunk: Chunk, max_seq_length: int | None) -> Any:
-    truncated = bool(max_seq_length and (chunk.model_tokens or 0) > max_seq_length)
-    yield accounting.chunk_event(chunk, truncated, chunk.embed_seconds)
-    llm = accounting.llm_event(chunk)
-    if llm is not None:
-        yield llm
+def merge(label: str, *parts: beam.PCollection | None) -> beam.PCollection:
+    """One PCollection of the parts that exist; a Flatten only where there are several (it is a
+    stage boundary on some runners: every element materialised once more)."""
+    present = [part for part in parts if part is not None]
+    return present[0] if len(present) == 1 else tuple(present) | label >> beam.Flatten()
 
 
-def previous_run(config: JobConfig) -> PreviousRun | None:
-    """The run to reuse chunks from, or None when there is none or its config differs."""
-    if not config.previous_output or config.estimate:
-        return None
-    previous = load_previous_run(config.previous_output)
-    if previous.fingerprint != config.fingerprint:
-        logging.warning(
-            "--previous_output %s was made with config %s, this run is %s: rebuilding everything",
-            previous.output,
-            previous.fingerprint,
-            config.fingerprint,
-        )
-        return None
-    return previous
+def _account(
+    config: JobConfig, previous: PreviousRun | None, skip_folders: Sequence[str]
+) -> Account:
+    manifest = run_manifest(
+        config.settings,
+        config.inputs,
+        config.output,
+        config.estimate,
+        previous.output if previous is not None else None,
+        skip_folders,
+    )
+    return Account(config.output, config.pricing, manifest, config.embedding.max_seq_length)
 
 
 def build_pipeline(
     p: beam.Pipeline, config: JobConfig, skip_folders: Sequence[str] = ()
-) -> dict[str, beam.PCollection]:
-    """Wire every stage; returns the main PCollections (for tests and callers).
+) -> JobOutputs:
+    """Connect the stages, in the order the data flows through them.
 
     `skip_folders`: folders under the inputs whose files are not read (earlier runs' output).
+    Boilerplate removal spreads the documents evenly over the workers (after its line counts),
+    and chunking, context, counting and embedding fuse with it into one stage.
     """
-    read = p | "Read documents" >> ReadDocuments(
-        config.inputs,
-        config.max_file_bytes,
-        config.estimate_sample,
-        # an output folder inside an input folder is never read back as input
-        exclude=[config.output, config.previous_output or "", *skip_folders],
-    )
+    never_read = [config.output, config.previous_output or "", *skip_folders]
+    read = p | "Read documents" >> ReadDocuments(config.read, exclude=never_read)
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
-    # Boilerplate removal, chunking, context, counting and embedding fuse into one stage:
-    # its documents are spread evenly over the workers first (in RemoveBoilerplate, after the
-    # line counts have been taken). Without this a JSONL file's records all stay on the worker
-    # that read the file, and a runner that splits a materialised collection by its encoded
-    # blocks (Beam's multi-process DirectRunner, at the boilerplate side input) gave one of two
-    # workers a quarter more work than the other.
-    if config.boilerplate.enabled:
-        documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
-            config.boilerplate, spread=True
-        )
-    else:
-        documents = extracted.documents | "Spread documents" >> beam.Reshuffle()
-    previous = previous_run(config)
-    if previous is not None:
-        rejected_ids = (
-            (read.rejects, extracted.rejects)
-            | "Rejected so far" >> beam.Flatten()
-            | "Their ids" >> beam.FlatMap(lambda r: [r.doc_id] if r.doc_id else [])
-        )
-        routed = documents | "Find unchanged documents" >> SplitUnchanged(previous, rejected_ids)
-        documents = routed.changed
-    chunked = documents | "Chunk documents" >> ChunkDocuments(
+    documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+        config.boilerplate, spread=True
+    )
+    previous = None if config.estimate else previous_run(config.previous_output, config.fingerprint)
+    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(
+        previous, (read.rejects, extracted.rejects)
+    )
+    chunked = rebuild.changed | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer
     )
+    with_context = chunked.by_document | "Add context" >> AddContext(config.context)
+    counted = with_context | "Count chunk tokens" >> CountChunkTokens(config.budget)
+    embedded = counted | "Embed" >> Embed(config.embedding, enabled=config.embeds)
 
-    split = chunked.chunked | "Set parents aside" >> beam.FlatMap(_split_parents).with_outputs(
-        "parents", main="children"
+    chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
+    rejects = merge(
+        "All rejects", read.rejects, extracted.rejects, chunked.rejects, embedded.rejects
     )
-    with_context = split.children | "Add context" >> AddContext(config.context)
-    parents = split.parents | "Flatten parents" >> beam.FlatMap(lambda chunks: chunks)
-    counted = with_context | "Count chunk tokens" >> CountChunkTokens(
-        BudgetConfig(
-            pricing_tokenizer=config.pricing_tokenizer,
-            model_tokenizer=config.embedding.model if config.embedding.path else None,
-            model_max_tokens=config.embedding.max_seq_length,
-            chunk_tokenizer=config.chunking.tokenizer,
-        )
-    )
-
-    reject_parts = [read.rejects, extracted.rejects, chunked.rejects]
-    if config.embeds:
-        # Imported here: RunInference brings Beam's ML stack and torch (about 2 s), which a
-        # worker should load only when the job embeds.
-        from transforms.embed import EmbedChunks, SentenceTransformerHandler
-
-        handler = SentenceTransformerHandler(
-            config.embedding.model,
-            config.embedding.dimension,
-            device=config.embedding.device,
-            encode_batch_size=config.embedding.batch_size,
-            max_batch_size=config.embedding.max_batch,
-        )
-        embedded, embed_rejects = counted | "Embed chunks" >> EmbedChunks(
-            handler, config.embedding.model
-        )
-        reject_parts.append(embed_rejects)
-    else:
-        embedded = counted
-    # Parents are written for small-to-big retrieval, never embedded or priced. A Flatten is
-    # a stage boundary on some runners (every chunk materialised once more, a seventh of the
-    # chunk stage's time on the multi-process DirectRunner), so only when there are parents.
-    if config.chunking.parent_chunk_size is not None:
-        final_chunks = (embedded, parents) | "Chunks and parents" >> beam.Flatten()
-    else:
-        final_chunks = embedded
-    rejects = tuple(reject_parts) | "All rejects" >> beam.Flatten()
-    out_documents = chunked.chunked | "Chunked documents" >> beam.Map(lambda item: item[0])
-    tables = {"chunks": final_chunks, "rejects": rejects}
-    extra_events = []
-    if previous is not None:
-        reused = routed.unchanged | "Reuse chunks" >> ReuseChunks(previous)
-        tables["reused_chunk_rows"] = reused
-        out_documents = (out_documents, routed.unchanged) | "All documents" >> beam.Flatten()
-        extra_events = [
-            routed.unchanged | "Unchanged events" >> beam.Map(unchanged_event),
-            reused
-            | "Reused events"
-            >> beam.Map(lambda row: (accounting.REUSED, row["embed_tokens"] or 0)),
-            routed.removed | "Removed events" >> beam.Map(lambda _: (accounting.REMOVED,)),
-        ]
-    tables["documents"] = out_documents
-
+    documents = merge("All documents", chunked.documents, rebuild.unchanged)
+    tables = {CHUNKS: chunks, DOCUMENTS: documents, REJECTS: rejects}
+    if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs
+        tables[REUSED_CHUNK_ROWS] = rebuild.reused_rows
     written = tables | "Write tables" >> WriteShards(
         config.output, config.embedding.dimension, write_chunks=not config.estimate
     )
-
-    events = (
-        read.documents | "Input events" >> beam.Map(lambda _: (accounting.INPUT,)),
-        read.rejects | "Unread input events" >> beam.Map(lambda _: (accounting.INPUT,)),
-        read.skipped | "Skip events" >> beam.Map(lambda why: (accounting.SKIPPED, why)),
-        chunked.doc_events,
-        # One event per chunk: folded where the chunks are made (the combine is lifted into
-        # that stage), so only their totals join the other events.
-        final_chunks
-        | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length)
-        | "Chunk totals" >> beam.CombineGlobally(accounting.CostReportFn()),
-        rejects | "Reject events" >> beam.Map(accounting.reject_event),
-        *extra_events,
-    ) | "All events" >> beam.Flatten()
-    manifest = {
-        "config": config.settings,
-        "config_fingerprint": config.fingerprint,
-        "inputs": list(config.inputs),
-        "earlier_runs_not_read": list(skip_folders),  # run folders the inputs matched
-        "output": config.output,
-        "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
-        "mode": "estimate" if config.estimate else "run",
-        "previous_output": previous.output if previous is not None else None,
-    }
-    manifest_path = (events, written) | "Account" >> Account(
-        config.output, config.pricing, manifest["mode"], manifest
-    )
-    return {
-        "chunks": final_chunks,
-        "documents": out_documents,
-        "rejects": rejects,
-        "manifest": manifest_path,
-    }
+    events = merge("Stage events", read.events, chunked.events, rebuild.events)
+    account = AccountInputs(events, chunks, rejects, written)
+    manifest = account | "Account" >> _account(config, previous, skip_folders)
+    return JobOutputs(chunks, documents, rejects, manifest)
 
 
 def prepare_output(output: str, overwrite: bool) -> None:

@@ -12,6 +12,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from schemas.records import DOC_TYPES, stable_hash
 from transforms.accounting import Pricing
+from transforms.boilerplate import BoilerplateConfig
+from transforms.budget import BudgetConfig
 from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
 from transforms.chunking.tokens import (
     TIKTOKEN_ENCODINGS,
@@ -19,8 +21,9 @@ from transforms.chunking.tokens import (
     bpe_version,
     resolve_engine,
 )
-from transforms.models import DEFAULT_MODEL
-from transforms.read import literal_folder
+from transforms.context import ContextConfig, reserved_tokens
+from transforms.models import DEFAULT_MODEL, EmbeddingConfig
+from transforms.read import ReadConfig, literal_folder
 
 CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
 
@@ -218,35 +221,47 @@ class ChunkCorpusOptions(PipelineOptions):
 
 
 @dataclass(frozen=True)
-class EmbeddingConfig:
-    model: str  # flag value ("default", a folder, or "none")
-    path: str | None
-    dimension: int | None
-    max_seq_length: int | None
-    device: str = "auto"
-    batch_size: int = 32
-    max_batch: int = 256
-
-
-@dataclass(frozen=True)
 class JobConfig:
-    """Everything the pipeline needs, validated once; build_pipeline reads nothing else."""
+    """Everything the pipeline needs: one frozen config per stage, each validated when built
+    (its errors name the flag), and the job's own settings; build_pipeline reads nothing else."""
 
-    inputs: tuple[str, ...]
+    read: ReadConfig
     output: str
     chunking: ChunkingConfig
-    context: Any  # transforms.context.ContextConfig
+    context: ContextConfig
+    budget: BudgetConfig
     embedding: EmbeddingConfig
     pricing: Pricing
-    boilerplate: Any  # transforms.boilerplate.BoilerplateConfig
+    boilerplate: BoilerplateConfig
     extract_timeout_s: float = 5.0
-    max_file_bytes: int = 20_000_000
     estimate: bool = False
-    estimate_sample: float = 1.0
     pricing_tokenizer: str = "cl100k_base"
     overwrite: bool = False
     previous_output: str | None = None
     settings: dict = field(default_factory=dict)  # the flags, for the manifest
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            raise ValueError("--output is required: the folder to write the tables to")
+        if self.read.sample < 1.0 and not self.estimate:
+            raise ValueError("--estimate_sample is only meaningful with --estimate")
+        if self.previous_output == self.output:
+            raise ValueError("--previous_output must differ from --output (the run replaces it)")
+        for pattern in self.read.patterns:
+            folder = literal_folder(pattern)
+            if folder and _holds(self.output, folder):
+                raise ValueError(
+                    f"--output {self.output} holds the input {pattern}: the job never reads its "
+                    "own output, so it would read nothing; write the output elsewhere"
+                )
+        if self.extract_timeout_s < 0:
+            raise ValueError(
+                f"--extract_timeout_s must be >= 0 (0: no limit), got {self.extract_timeout_s}"
+            )
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.read.patterns
 
     @property
     def fingerprint(self) -> str:
@@ -276,91 +291,21 @@ def _holds(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
-def _named_flag_errors(cls: type, **fields: Any) -> Any:
-    """Build a config whose field names are flag names; its errors then name the flag."""
-    try:
-        return cls(**fields)
-    except ValueError as e:
-        message = str(e).replace("max_header_tokens", "context_max_tokens")
-        raise ValueError(message if message.startswith("--") else f"--{message}") from None
-
-
 def config_from_options(options: PipelineOptions) -> JobConfig:
-    """Validate the flags (errors name the flag) and freeze them into a JobConfig."""
-    from transforms.boilerplate import BoilerplateConfig
-    from transforms.context import ContextConfig, reserved_tokens
-    from transforms.models import read_model_info, resolve_model_path
-
+    """Turn the flags into the stages' configs, each of which validates itself once."""
     o = options.view_as(ChunkCorpusOptions)
-    if not o.input:
-        raise ValueError("--input is required: a file path or glob (repeat for several)")
-    if not o.output:
-        raise ValueError("--output is required: the folder to write the tables to")
-    if not 0.0 < o.estimate_sample <= 1.0:
-        raise ValueError(f"--estimate_sample must be in (0, 1], got {o.estimate_sample}")
-    if o.estimate_sample < 1.0 and not o.estimate:
-        raise ValueError("--estimate_sample is only meaningful with --estimate")
-    for name in ("price_per_million_tokens", "llm_price_in", "llm_price_out"):
-        if getattr(o, name) < 0:
-            raise ValueError(f"--{name} must be >= 0, got {getattr(o, name)}")
-    if o.previous_output and o.output and _absolute(o.previous_output) == _absolute(o.output):
-        raise ValueError("--previous_output must differ from --output (the run replaces it)")
-    inputs = tuple(_input_pattern(p) for p in o.input or ())
-    for pattern, resolved in zip(o.input or (), inputs, strict=True):
-        folder = literal_folder(resolved)
-        if o.output and folder and _holds(_absolute(o.output), folder):
-            raise ValueError(
-                f"--output {o.output} holds the input {pattern}: the job never reads its own "
-                "output, so it would read nothing; write the output elsewhere"
-            )
-    positive = {
-        "context_max_tokens": o.context_max_tokens,
-        "llm_context_tokens": o.llm_context_tokens,
-        "llm_concurrency": o.llm_concurrency,
-        "llm_timeout_s": o.llm_timeout_s,
-        "chunk_size": o.chunk_size,
-    }
-    for name, value in positive.items():
-        if value <= 0:
-            raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
-    if o.extract_timeout_s < 0:
-        raise ValueError(
-            f"--extract_timeout_s must be >= 0 (0: no limit), got {o.extract_timeout_s}"
-        )
-    if o.llm_max_retries < 0:
-        raise ValueError(f"--llm_max_retries must be >= 0, got {o.llm_max_retries}")
-    if o.boilerplate_min_docs < 2:
-        raise ValueError(f"--boilerplate_min_docs must be at least 2, got {o.boilerplate_min_docs}")
-    if not 0.0 < o.boilerplate_min_fraction <= 1.0:
-        raise ValueError(
-            f"--boilerplate_min_fraction must be in (0, 1], got {o.boilerplate_min_fraction}"
-        )
-    if o.context == "llm" and not (o.llm_base_url and o.llm_model):
-        raise ValueError("--context=llm needs --llm_base_url and --llm_model")
-    if o.chunk_overlap is not None and o.chunk_overlap < 0:
-        raise ValueError(f"--chunk_overlap must be >= 0, got {o.chunk_overlap}")
-    if o.max_file_bytes <= 0:
-        raise ValueError(f"--max_file_bytes must be positive, got {o.max_file_bytes}")
-
-    if o.embedding_model.lower() == "none":
-        embedding = EmbeddingConfig(model="none", path=None, dimension=None, max_seq_length=None)
-    else:
-        path = resolve_model_path(o.embedding_model)
-        info = read_model_info(path)
-        embedding = EmbeddingConfig(
-            model=o.embedding_model,
-            path=path,
-            dimension=info.dimension,
-            max_seq_length=info.max_seq_length,
-            device=o.embedding_device,
-            batch_size=o.embedding_batch_size,
-            max_batch=o.embedding_max_batch,
-        )
-    if o.embedding_batch_size < 1 or o.embedding_max_batch < 1:
-        raise ValueError("--embedding_batch_size and --embedding_max_batch must be positive")
-
-    context = _named_flag_errors(
-        ContextConfig,
+    read = ReadConfig(
+        patterns=tuple(_input_pattern(p) for p in o.input or ()),
+        max_file_bytes=o.max_file_bytes,
+        sample=o.estimate_sample,
+    )
+    embedding = EmbeddingConfig.from_flag(
+        o.embedding_model,
+        device=o.embedding_device,
+        batch_size=o.embedding_batch_size,
+        max_batch=o.embedding_max_batch,
+    )
+    context = ContextConfig(
         mode=o.context,
         chunk_size=o.chunk_size,
         tokenizer=o.tokenizer,
@@ -385,6 +330,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         enabled=o.boilerplate == "on",
         min_docs=o.boilerplate_min_docs,
         min_fraction=o.boilerplate_min_fraction,
+        tokenizer=o.pricing_tokenizer,
     )
     strategies = {t: getattr(o, f"strategy_{t}") for t in DOC_TYPES}
     # Everything that changes the output goes into the fingerprint (not paths, runner, price).
@@ -401,12 +347,13 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         "llm_context_tokens": o.llm_context_tokens if o.context == "llm" else None,
         "embedding_model": o.embedding_model,
         "embedding_dimension": embedding.dimension,
-        "boilerplate": dataclasses.asdict(boilerplate),
+        "boilerplate": _boilerplate_settings(boilerplate),
     }
     fingerprint = stable_hash(json.dumps(settings, sort_keys=True), length=16)
     token_engine = resolve_engine(o.token_engine, o.tokenizer)
     if token_engine == "bpe":
         token_engine = f"bpe (rs-bpe {bpe_version()})"
+    model = embedding.model if embedding.path else None
     chunking = ChunkingConfig(
         chunk_size=o.chunk_size,
         chunk_overlap=overlap,
@@ -414,7 +361,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         strategies=strategies,
         header_reserve=reserve,
         parent_chunk_size=o.parent_chunk_size,
-        model_tokenizer=embedding.model if embedding.path else None,
+        model_tokenizer=model,
         model_max_tokens=embedding.max_seq_length,
         # Room in the model's word pieces for at least a short header; a longer header is
         # shortened to fit (transforms/budget.py), the chunk text never is.
@@ -423,10 +370,16 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         token_engine=o.token_engine,
     )
     return JobConfig(
-        inputs=inputs,
-        output=_absolute(o.output),
+        read=read,
+        output=_absolute(o.output) if o.output else "",
         chunking=chunking,
         context=context,
+        budget=BudgetConfig(
+            pricing_tokenizer=o.pricing_tokenizer,
+            model_tokenizer=model,
+            model_max_tokens=embedding.max_seq_length,
+            chunk_tokenizer=o.tokenizer,
+        ),
         embedding=embedding,
         pricing=Pricing(
             price_per_million_tokens=o.price_per_million_tokens,
@@ -436,9 +389,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         ),
         boilerplate=boilerplate,
         extract_timeout_s=o.extract_timeout_s,
-        max_file_bytes=o.max_file_bytes,
         estimate=o.estimate,
-        estimate_sample=o.estimate_sample,
         pricing_tokenizer=o.pricing_tokenizer,
         overwrite=o.overwrite,
         previous_output=_absolute(o.previous_output) if o.previous_output else None,
@@ -451,3 +402,11 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             "token_engine_on_launcher": token_engine,
         },
     )
+
+
+def _boilerplate_settings(config: BoilerplateConfig) -> dict:
+    """The boilerplate settings of the fingerprint: what decides which lines are removed (the
+    tokenizer only counts them)."""
+    settings = dataclasses.asdict(config)
+    del settings["tokenizer"]
+    return settings

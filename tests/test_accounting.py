@@ -6,7 +6,17 @@ import pytest
 
 from pipelines.chunk_corpus import run
 from tests.tables import report, rows
-from transforms.accounting import CostReportFn, Pricing, build_report, report_markdown
+from transforms.accounting import (
+    ChunkMade,
+    CostReportFn,
+    DocumentChunked,
+    DocumentIn,
+    LLMUsage,
+    Pricing,
+    Rejected,
+    build_report,
+    report_markdown,
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,19 +73,24 @@ def _acc(events):
 
 
 EVENTS = [
-    ("input",),
-    ("input",),
-    ("input",),
-    ("doc", "text", "recursive", 100, 3, 12),
-    ("doc", "code", "code", 50, 0, 0),
-    ("chunk", "text", "recursive", 60, 70, 10, False, False, 0.5, "path"),
-    ("chunk", "text", "recursive", 50, 55, 5, False, False, 0.25, "path"),
-    ("chunk", "code", "code", 50, 58, 8, False, True, 0.25, "llm"),
-    ("chunk", "code", "code", 50, 0, 0, True, False, 0.0, None),
-    ("reject", "extract", "binary", False),
-    ("reject", "embed", "embedding_failed", True),
-    ("llm", 1000, 20, 2, 0),
+    DocumentIn(),
+    DocumentIn(),
+    DocumentIn(),
+    DocumentChunked("text", "recursive", 100, 3, 12),
+    DocumentChunked("code", "code", 50, 0, 0),
+    ChunkMade("text", "recursive", 60, 70, 10, False, False, 0.5, "path"),
+    ChunkMade("text", "recursive", 50, 55, 5, False, False, 0.25, "path"),
+    ChunkMade("code", "code", 50, 58, 8, False, True, 0.25, "llm"),
+    ChunkMade("code", "code", 50, 0, 0, True, False, 0.0, None),
+    Rejected("extract", "binary", False),
+    Rejected("embed", "embedding_failed", True),
+    LLMUsage(1000, 20, 2, 0),
 ]
+
+
+def test_an_event_of_an_unknown_type_is_refused():
+    with pytest.raises(ValueError, match="unknown stat event"):
+        _acc([("input",)])
 
 
 def test_report_arithmetic():

@@ -202,11 +202,11 @@ class Sleeps(list):
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"mode": "fancy"}, "mode"),
+        ({"mode": "fancy"}, "--context"),
         ({"mode": "llm", "llm_model": "m"}, "llm_base_url"),
         ({"mode": "llm", "llm_base_url": "http://x/v1"}, "llm_model"),
-        ({"mode": "path", "chunk_size": 30}, "chunk_size"),
-        ({"max_header_tokens": 0}, "max_header_tokens"),
+        ({"mode": "path", "chunk_size": 30}, "--chunk_size"),
+        ({"max_header_tokens": 0}, "--context_max_tokens"),
         ({"llm_timeout_s": 0}, "llm_timeout_s"),
         ({"llm_max_retries": -1}, "llm_max_retries"),
         ({"llm_concurrency": 0}, "llm_concurrency"),

@@ -28,6 +28,7 @@ from transforms.embed import (
     read_model_info,
     resolve_model_path,
 )
+from transforms.models import EmbeddingConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DIMENSION = 384
@@ -80,9 +81,10 @@ def test_length_sorted_batches_of_nothing() -> None:
 
 
 @pytest.mark.parametrize("sizes", [(0, 256), (32, 0), (-1, 8)])
-def test_handler_refuses_batch_sizes_below_one(sizes: tuple[int, int]) -> None:
-    with pytest.raises(ValueError, match="batch sizes must be positive"):
-        SentenceTransformerHandler("unused", DIMENSION, "cpu", *sizes)
+def test_embedding_config_refuses_batch_sizes_below_one(sizes: tuple[int, int]) -> None:
+    # Validated once, in the config the flags become; the handler trusts it.
+    with pytest.raises(ValueError, match="--embedding_batch_size and --embedding_max_batch"):
+        EmbeddingConfig("none", None, None, None, "cpu", *sizes)
 
 
 def test_handler_asks_beam_for_full_batches() -> None:

@@ -15,6 +15,7 @@ from transforms.detect import detect, is_binary, sniff
 from transforms.extract import ExtractError, ExtractText, decode, extract_document
 from transforms.html import html_to_markdown
 from transforms.read import (
+    ReadConfig,
     ReadDocuments,
     bounded_lines,
     check_patterns,
@@ -200,7 +201,7 @@ def test_read_and_extract_transforms(tmp_path):
     )
     big = _write(tmp_path, "big.txt", b"x" * 5000)
     with TestPipeline() as p:
-        read = p | ReadDocuments([str(tmp_path / "*"), a], max_file_bytes=4000)
+        read = p | ReadDocuments(ReadConfig((str(tmp_path / "*"), a), max_file_bytes=4000))
         extracted = read.documents | ExtractText(timeout_s=5)
         assert_that(
             extracted.documents | beam.Map(lambda d: (d.source, d.doc_type, d.text.strip())),
@@ -241,7 +242,7 @@ def test_ids_do_not_depend_on_where_the_corpus_lies(tmp_path):
         _write(folder, "a.md", b"# A\n\ntext\n")
         _write(folder, "r.jsonl", b'{"id": 1, "text": "one"}\n')
         with TestPipeline() as p:
-            read = p | ReadDocuments([str(folder / "*")])
+            read = p | ReadDocuments(ReadConfig((str(folder / "*"),)))
             ids.append(read.documents | beam.Map(lambda d: d.doc_id))
         assert input_root([str(folder / "*")]) == str(folder)
     a = document_id(str(tmp_path / "checkout-1/corpus/a.md"), str(tmp_path / "checkout-1/corpus"))
@@ -255,7 +256,7 @@ def test_gzipped_jsonl_is_read_line_by_line(tmp_path):
     path = tmp_path / "r.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"id": "a", "text": "one"}\n{"id": "b", "text": "two"}\n'))
     with TestPipeline() as p:
-        read = p | ReadDocuments([str(path)])
+        read = p | ReadDocuments(ReadConfig((str(path),)))
         assert_that(
             read.documents | beam.Map(lambda d: (d.source.rsplit("/", 1)[1], d.text)),
             equal_to([("r.jsonl.gz#L1", "one"), ("r.jsonl.gz#L2", "two")]),
@@ -277,7 +278,7 @@ def test_wildcards_skip_hidden_files_unless_named(tmp_path, patterns, expected):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(f"text of {name}\n")
     with TestPipeline() as p:
-        read = p | ReadDocuments([str(tmp_path / pattern) for pattern in patterns])
+        read = p | ReadDocuments(ReadConfig(tuple(str(tmp_path / pattern) for pattern in patterns)))
         assert_that(
             read.documents | beam.Map(lambda d, root=str(tmp_path): d.source[len(root) + 1 :]),
             equal_to(expected),
@@ -320,7 +321,7 @@ def test_a_file_name_that_is_not_utf8_is_one_reject_not_a_failed_job(tmp_path):
     shown = str(tmp_path / "caf\\xe9 notes.txt")
     with TestPipeline() as p:
         # two patterns match the badly named file: still one reject
-        read = p | ReadDocuments([str(tmp_path / "*"), str(tmp_path / "*.txt")])
+        read = p | ReadDocuments(ReadConfig((str(tmp_path / "*"), str(tmp_path / "*.txt"))))
         assert_that(read.documents | beam.Map(lambda d: d.source), equal_to([good]), label="docs")
         assert_that(
             read.rejects | beam.Map(lambda r: (r.source, r.stage, r.reason, r.doc_id)),
@@ -355,7 +356,7 @@ def test_a_jsonl_record_over_the_size_limit_is_rejected_and_the_rest_read(tmp_pa
     path = tmp_path / ("r.jsonl.gz" if gz else "r.jsonl")
     path.write_bytes(gzip.compress(data) if gz else data)
     with TestPipeline() as p:
-        read = p | ReadDocuments([str(path)], max_file_bytes=1000)
+        read = p | ReadDocuments(ReadConfig((str(path),), max_file_bytes=1000))
         assert_that(read.documents | beam.Map(lambda d: d.text), equal_to(["one", "two"]))
         assert_that(
             read.rejects | beam.Map(lambda r: (r.source.rsplit("/", 1)[1], r.reason, r.error)),
@@ -392,7 +393,7 @@ def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):
     page = "<html><body>" + "<div><p>para graph text here</p></div>" * 40000 + "</body></html>"
     path = _write(tmp_path, "slow.html", page.encode())
     with TestPipeline() as p:
-        read = p | ReadDocuments([path])
+        read = p | ReadDocuments(ReadConfig((path,)))
         extracted = read.documents | ExtractText(timeout_s=0.001)
         assert_that(
             extracted.rejects | beam.Map(lambda r: (r.source, r.reason)),

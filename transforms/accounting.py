@@ -6,27 +6,78 @@ written (JSON and Markdown) after the data, and the run manifest last.
 
 from __future__ import annotations
 
+import datetime
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from schemas.records import Chunk, Document, Reject
 
-# Stat events (tuples keep the shuffle small).
-INPUT = "input"  # ("input",)
-DOC = "doc"  # ("doc", doc_type, strategy, doc_tokens, boilerplate_lines, boilerplate_tokens)
-CHUNK = "chunk"  # ("chunk", doc_type, strategy, text_tokens, embed_tokens, header_tokens,
-#                    is_parent, truncated, embed_seconds, context_source)
-REJECT = "reject"  # ("reject", stage, reason, chunk_level)
-LLM = "llm"  # ("llm", prompt_tokens, completion_tokens, requests, cache_hits)
-UNCHANGED = "unchanged"  # ("unchanged", doc_type): chunks reused from --previous_output
-REUSED = "reused"  # ("reused", embed_tokens) one chunk row copied from --previous_output
-REMOVED = "removed"  # ("removed",) a document of the previous run no longer in the input
-SKIPPED = "skipped"  # ("skipped", why) a matched file not read: "hidden" or "output_folder"
+# Stat events: small typed records (tuples underneath, so the shuffle stays small), one type
+# per thing that happened; `CostReportFn` dispatches on the type.
+
+
+class DocumentIn(NamedTuple):
+    """One input document (a file or a JSONL record), read or rejected at the read stage."""
+
+
+class DocumentChunked(NamedTuple):
+    doc_type: str
+    strategy: str
+    doc_tokens: int  # in the pricing tokenizer
+    boilerplate_lines: int
+    boilerplate_tokens: int
+
+
+class ChunkMade(NamedTuple):
+    doc_type: str
+    strategy: str
+    text_tokens: int
+    embed_tokens: int
+    header_tokens: int
+    is_parent: bool
+    truncated: bool  # longer than the model reads
+    embed_seconds: float
+    context_source: str | None
+
+
+class Rejected(NamedTuple):
+    stage: str
+    reason: str
+    chunk_level: bool  # one chunk of a document (embedding), not a whole document
+
+
+class LLMUsage(NamedTuple):
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int
+    cache_hits: int
+
+
+class DocumentUnchanged(NamedTuple):
+    """A document whose chunks are reused from --previous_output."""
+
+    doc_type: str
+
+
+class ChunkReused(NamedTuple):
+    """One chunk row copied from --previous_output."""
+
+    embed_tokens: int
+
+
+class DocumentRemoved(NamedTuple):
+    """A document of the previous run that is no longer in the input."""
+
+
+class FileSkipped(NamedTuple):
+    """A matched file not read, by rule."""
+
+    why: str  # "hidden" or "output_folder"
 
 
 @dataclass(frozen=True)
@@ -36,10 +87,16 @@ class Pricing:
     llm_price_out: float = 0.0
     sample_fraction: float = 1.0  # --estimate_sample: the report projects the whole corpus
 
+    def __post_init__(self) -> None:
+        # The LLM prices are checked with the rest of the LLM flags (ContextConfig).
+        if self.price_per_million_tokens < 0:
+            raise ValueError(
+                f"--price_per_million_tokens must be >= 0, got {self.price_per_million_tokens}"
+            )
 
-def doc_event(doc: Document, strategy: str, doc_tokens: int) -> tuple:
-    return (
-        DOC,
+
+def doc_event(doc: Document, strategy: str, doc_tokens: int) -> DocumentChunked:
+    return DocumentChunked(
         doc.doc_type,
         strategy,
         doc_tokens,
@@ -48,9 +105,10 @@ def doc_event(doc: Document, strategy: str, doc_tokens: int) -> tuple:
     )
 
 
-def chunk_event(chunk: Chunk, truncated: bool = False, embed_seconds: float = 0.0) -> tuple:
-    return (
-        CHUNK,
+def chunk_events(chunk: Chunk, max_seq_length: int | None) -> Iterator[ChunkMade | LLMUsage]:
+    """What one written chunk costs: its tokens, and the LLM call of its context line."""
+    truncated = bool(max_seq_length and (chunk.model_tokens or 0) > max_seq_length)
+    yield ChunkMade(
         chunk.doc_type,
         chunk.strategy,
         chunk.token_count,
@@ -58,19 +116,15 @@ def chunk_event(chunk: Chunk, truncated: bool = False, embed_seconds: float = 0.
         chunk.context_tokens,
         chunk.is_parent,
         truncated,
-        embed_seconds,
+        chunk.embed_seconds,
         chunk.context_source,
     )
+    if chunk.llm_usage is not None:
+        yield LLMUsage(*chunk.llm_usage)
 
 
-def llm_event(chunk: Chunk) -> tuple | None:
-    if chunk.llm_usage is None:
-        return None
-    return (LLM, *chunk.llm_usage)
-
-
-def reject_event(reject: Reject) -> tuple:
-    return (REJECT, reject.stage, reject.reason, reject.chunk_id is not None)
+def reject_event(reject: Reject) -> Rejected:
+    return Rejected(reject.stage, reject.reason, reject.chunk_id is not None)
 
 
 def _group() -> dict[str, float]:
@@ -115,60 +169,13 @@ class CostReportFn(beam.CombineFn):
             },
         }
 
-    def add_input(self, acc: dict[str, Any], event: tuple | dict[str, Any]) -> dict[str, Any]:
+    def add_input(self, acc: dict[str, Any], event: NamedTuple | dict[str, Any]) -> dict[str, Any]:
         if isinstance(event, dict):  # the totals of a stream folded where it was made
             return self.merge_accumulators([acc, event])
-        kind = event[0]
-        if kind == INPUT:
-            acc["documents_in"] += 1
-        elif kind == UNCHANGED:
-            acc["documents_unchanged"] += 1
-        elif kind == REUSED:
-            acc["chunks_reused"] += 1
-            acc["reused_embedded_tokens"] += event[1]
-        elif kind == REMOVED:
-            acc["documents_removed"] += 1
-        elif kind == SKIPPED:
-            acc["files_skipped"][event[1]] = acc["files_skipped"].get(event[1], 0) + 1
-        elif kind == DOC:
-            for g in (
-                acc["by_doc_type"].setdefault(event[1], _group()),
-                acc["by_strategy"].setdefault(event[2], _group()),
-            ):
-                g["documents"] += 1
-                g["document_tokens"] += event[3]
-            acc["boilerplate_lines_removed"] += event[4]
-            acc["boilerplate_tokens_removed"] += event[5]
-        elif kind == CHUNK:
-            (_, doc_type, strategy, text_t, embed_t, header_t, is_parent, trunc, secs, ctx) = event
-            for g in (
-                acc["by_doc_type"].setdefault(doc_type, _group()),
-                acc["by_strategy"].setdefault(strategy, _group()),
-            ):
-                if is_parent:
-                    g["parent_chunks"] += 1
-                    continue
-                g["chunks"] += 1
-                g["text_tokens"] += text_t
-                g["embedded_tokens"] += embed_t
-                g["header_tokens"] += header_t
-                g["chunks_truncated"] += int(trunc)
-                g["embedding_seconds"] += secs
-            if ctx and not is_parent:
-                acc["context_sources"][ctx] = acc["context_sources"].get(ctx, 0) + 1
-        elif kind == REJECT:
-            key = f"{event[1]}:{event[2]}"
-            acc["rejects"][key] = acc["rejects"].get(key, 0) + 1
-            acc["chunk_rejects" if event[3] else "doc_rejects"] += 1
-        elif kind == LLM:
-            for name, value in zip(
-                ("prompt_tokens", "completion_tokens", "requests", "cache_hits"),
-                event[1:],
-                strict=True,
-            ):
-                acc["llm"][name] += value
-        else:
+        add = _ADD.get(type(event))
+        if add is None:
             raise ValueError(f"unknown stat event {event!r}")
+        add(acc, event)
         return acc
 
     def merge_accumulators(self, accs: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -199,6 +206,84 @@ class CostReportFn(beam.CombineFn):
 
     def extract_output(self, acc: dict[str, Any]) -> dict[str, Any]:
         return acc
+
+
+def _count(acc: dict[str, Any], key: str, name: str) -> None:
+    acc[key][name] = acc[key].get(name, 0) + 1
+
+
+def _groups(acc: dict[str, Any], doc_type: str, strategy: str) -> tuple[dict, dict]:
+    return (
+        acc["by_doc_type"].setdefault(doc_type, _group()),
+        acc["by_strategy"].setdefault(strategy, _group()),
+    )
+
+
+def _add_input(acc: dict[str, Any], _: DocumentIn) -> None:
+    acc["documents_in"] += 1
+
+
+def _add_unchanged(acc: dict[str, Any], _: DocumentUnchanged) -> None:
+    acc["documents_unchanged"] += 1
+
+
+def _add_reused(acc: dict[str, Any], event: ChunkReused) -> None:
+    acc["chunks_reused"] += 1
+    acc["reused_embedded_tokens"] += event.embed_tokens
+
+
+def _add_removed(acc: dict[str, Any], _: DocumentRemoved) -> None:
+    acc["documents_removed"] += 1
+
+
+def _add_skipped(acc: dict[str, Any], event: FileSkipped) -> None:
+    _count(acc, "files_skipped", event.why)
+
+
+def _add_chunked(acc: dict[str, Any], event: DocumentChunked) -> None:
+    for g in _groups(acc, event.doc_type, event.strategy):
+        g["documents"] += 1
+        g["document_tokens"] += event.doc_tokens
+    acc["boilerplate_lines_removed"] += event.boilerplate_lines
+    acc["boilerplate_tokens_removed"] += event.boilerplate_tokens
+
+
+def _add_chunk(acc: dict[str, Any], event: ChunkMade) -> None:
+    for g in _groups(acc, event.doc_type, event.strategy):
+        if event.is_parent:
+            g["parent_chunks"] += 1
+            continue
+        g["chunks"] += 1
+        g["text_tokens"] += event.text_tokens
+        g["embedded_tokens"] += event.embed_tokens
+        g["header_tokens"] += event.header_tokens
+        g["chunks_truncated"] += int(event.truncated)
+        g["embedding_seconds"] += event.embed_seconds
+    if event.context_source and not event.is_parent:
+        _count(acc, "context_sources", event.context_source)
+
+
+def _add_reject(acc: dict[str, Any], event: Rejected) -> None:
+    _count(acc, "rejects", f"{event.stage}:{event.reason}")
+    acc["chunk_rejects" if event.chunk_level else "doc_rejects"] += 1
+
+
+def _add_llm(acc: dict[str, Any], event: LLMUsage) -> None:
+    for name, value in event._asdict().items():
+        acc["llm"][name] += value
+
+
+_ADD: dict[type, Callable[[dict[str, Any], Any], None]] = {
+    DocumentIn: _add_input,
+    DocumentUnchanged: _add_unchanged,
+    ChunkReused: _add_reused,
+    DocumentRemoved: _add_removed,
+    FileSkipped: _add_skipped,
+    DocumentChunked: _add_chunked,
+    ChunkMade: _add_chunk,
+    Rejected: _add_reject,
+    LLMUsage: _add_llm,
+}
 
 
 def _finish_group(g: dict[str, float], pricing: Pricing) -> dict[str, Any]:
@@ -368,8 +453,6 @@ class _WriteManifest(beam.DoFn):
         self.manifest = manifest
 
     def process(self, report: dict[str, Any]) -> Iterator[str]:
-        import datetime
-
         manifest = dict(self.manifest)
         manifest["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         manifest["counts"] = {
@@ -390,21 +473,70 @@ class _WriteManifest(beam.DoFn):
         yield path
 
 
-class Account(beam.PTransform):
-    """Stat events -> cost_report.{json,md} after the data files, then run_manifest.json."""
+def run_manifest(
+    settings: dict[str, Any],
+    inputs: Sequence[str],
+    output: str,
+    estimate: bool,
+    previous_output: str | None,
+    earlier_runs: Sequence[str] = (),
+) -> dict[str, Any]:
+    """What run_manifest.json says of the run before it ends (the counts are added last)."""
+    return {
+        "config": settings,
+        "config_fingerprint": settings["config_fingerprint"],
+        "inputs": list(inputs),
+        "earlier_runs_not_read": list(earlier_runs),  # run folders the inputs matched
+        "output": output,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "mode": "estimate" if estimate else "run",
+        "previous_output": previous_output,
+    }
 
-    def __init__(self, output: str, pricing: Pricing, mode: str, manifest: dict[str, Any]) -> None:
+
+class AccountInputs(NamedTuple):
+    events: beam.PCollection  # the stages' stat events
+    chunks: beam.PCollection  # Chunk: every chunk the run writes (parents included)
+    rejects: beam.PCollection  # Reject: every reject of the run
+    written: beam.PCollection  # str: the data files written
+
+
+class Account(beam.PTransform):
+    """AccountInputs -> cost_report.{json,md} after the data files, then run_manifest.json.
+
+    Each written chunk and each reject is one event; the chunks' events are folded where the
+    chunks are made (the combine is lifted into that stage), so only their totals join the
+    other events.
+    """
+
+    def __init__(
+        self,
+        output: str,
+        pricing: Pricing,
+        manifest: dict[str, Any],
+        max_seq_length: int | None = None,
+    ) -> None:
         super().__init__()
         self.output = output
         self.pricing = pricing
-        self.mode = mode
         self.manifest = manifest
+        self.max_seq_length = max_seq_length
 
-    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
-        events, written = inputs
+    def expand(self, inputs: AccountInputs) -> beam.PCollection:
+        chunk_totals = (
+            inputs.chunks
+            | "Chunk events" >> beam.FlatMap(chunk_events, self.max_seq_length)
+            | "Chunk totals" >> beam.CombineGlobally(CostReportFn())
+        )
+        events = (
+            inputs.events,
+            chunk_totals,
+            inputs.rejects | "Reject events" >> beam.Map(reject_event),
+        ) | "All events" >> beam.Flatten()
         totals = events | "Total stats" >> beam.CombineGlobally(CostReportFn())
-        written_list = beam.pvalue.AsList(written)
+        written_list = beam.pvalue.AsList(inputs.written)
+        mode = self.manifest["mode"]
         report = totals | "Write cost report" >> beam.ParDo(
-            _WriteReport(self.output, self.pricing, self.mode), written_list
+            _WriteReport(self.output, self.pricing, mode), written_list
         )
         return report | "Write manifest" >> beam.ParDo(_WriteManifest(self.output, self.manifest))

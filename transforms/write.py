@@ -17,6 +17,9 @@ from schemas.arrow import (
 )
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 
+# The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
+REUSED_CHUNK_ROWS = "reused_chunk_rows"
+
 
 def table_prefix(output: str, table: str) -> str:
     return FileSystems.join(output, table, "part")
@@ -55,8 +58,8 @@ class WriteShards(beam.PTransform):
         written = []
         if self.write_chunks:
             rows = tables[CHUNKS] | "Chunk rows" >> beam.Map(chunk_row)
-            if "reused_chunk_rows" in tables:  # incremental: rows copied from the last run
-                rows = (rows, tables["reused_chunk_rows"]) | "New and reused" >> beam.Flatten()
+            if REUSED_CHUNK_ROWS in tables:  # incremental: rows copied from the last run
+                rows = (rows, tables[REUSED_CHUNK_ROWS]) | "New and reused" >> beam.Flatten()
             written.append(
                 rows
                 | "Chunks table"

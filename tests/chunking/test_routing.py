@@ -105,7 +105,7 @@ def test_chunk_documents_transform_with_a_failing_document():
             p | beam.Create([good, broken, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64))
         )
         assert_that(
-            result.chunked | beam.Map(lambda item: (item[0].doc_id, len(item[1]) > 5)),
+            result.by_document | beam.Map(lambda item: (item[1][0].doc_id, len(item[1]) > 5)),
             equal_to([("good", True)]),
             label="chunked",
         )
@@ -166,4 +166,4 @@ def test_doc_events_carry_the_documents_pricing_tokens(pricing):
         result = (
             p | beam.Create([*docs, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64), pricing)
         )
-        assert_that(result.doc_events, equal_to(expected))
+        assert_that(result.events, equal_to(expected))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -23,7 +24,9 @@ from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, 
 from transforms.common import NAMESPACE, REJECTS
 from transforms.models import resolve_model_path
 
-DOC_EVENTS = "doc_events"
+DOCUMENTS = "documents"  # the tags of the chunk stage's outputs
+PARENTS = "parents"
+EVENTS = "events"
 
 # strategy name -> "module:Class"
 STRATEGIES: dict[str, str] = {
@@ -316,16 +319,32 @@ class _ChunkFn(beam.DoFn):
         self.chunked.inc()
         self.n_chunks.inc(len(chunks))
         strategy = self.config.strategy_for(doc.doc_type)
-        yield beam.pvalue.TaggedOutput(DOC_EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
-        yield (doc, chunks)
+        yield beam.pvalue.TaggedOutput(EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
+        yield beam.pvalue.TaggedOutput(DOCUMENTS, doc)
+        children = []
+        for chunk in chunks:
+            if chunk.is_parent:
+                yield beam.pvalue.TaggedOutput(PARENTS, chunk)
+            else:
+                children.append(chunk)
+        yield doc.text, children
+
+
+class ChunkResult(NamedTuple):
+    documents: beam.PCollection  # Document: each document that has chunks
+    by_document: beam.PCollection  # (document text, [Chunk]): the chunks to embed, per document
+    parents: beam.PCollection | None  # Chunk: parents (--parent_chunk_size), never embedded
+    rejects: beam.PCollection  # Reject
+    events: beam.PCollection  # accounting.DocumentChunked
 
 
 class ChunkDocuments(beam.PTransform):
-    """Document -> (Document, [Chunk]) (main), Reject (`rejects`), cost event (`doc_events`).
+    """Document -> ChunkResult.
 
     A chunked document's event holds its tokens in the pricing tokenizer. Pricing in the
     chunking tokenizer (`pricing_tokenizer` None or the same name) reuses the chunkers'
-    tokenization of the document; another tokenizer encodes it once more.
+    tokenization of the document; another tokenizer encodes it once more. The chunks to embed
+    stay grouped by document, with its text, for the context stage.
     """
 
     def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
@@ -333,8 +352,10 @@ class ChunkDocuments(beam.PTransform):
         self.config = config
         self.pricing_tokenizer = pricing_tokenizer
 
-    def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+    def expand(self, docs: beam.PCollection) -> ChunkResult:
         chunk = _ChunkFn(self.config, self.pricing_tokenizer)
-        return docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
-            REJECTS, DOC_EVENTS, main="chunked"
+        out = docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
+            DOCUMENTS, PARENTS, REJECTS, EVENTS, main="by_document"
         )
+        parents = out[PARENTS] if self.config.parent_chunk_size is not None else None
+        return ChunkResult(out[DOCUMENTS], out.by_document, parents, out[REJECTS], out[EVENTS])

@@ -42,27 +42,29 @@ class ContextConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+            raise ValueError(f"--context must be one of {MODES}, got {self.mode!r}")
         if not self.tokenizer:
-            raise ValueError(f"tokenizer must name a tokenizer, got {self.tokenizer!r}")
+            raise ValueError(f"--tokenizer must name a tokenizer, got {self.tokenizer!r}")
         if self.max_header_tokens < 1:
-            raise ValueError(f"max_header_tokens must be >= 1, got {self.max_header_tokens}")
+            raise ValueError(f"--context_max_tokens must be positive, got {self.max_header_tokens}")
         if self.llm_context_tokens < 1:
-            raise ValueError(f"llm_context_tokens must be >= 1, got {self.llm_context_tokens}")
+            raise ValueError(
+                f"--llm_context_tokens must be positive, got {self.llm_context_tokens}"
+            )
         if self.chunk_size - reserved_tokens(self) < MIN_CHUNK_SIZE:
             raise ValueError(
-                f"chunk_size={self.chunk_size} leaves fewer than {MIN_CHUNK_SIZE} tokens for "
+                f"--chunk_size={self.chunk_size} leaves fewer than {MIN_CHUNK_SIZE} tokens for "
                 f"the chunk once {reserved_tokens(self)} are reserved for the {self.mode} header"
             )
         if self.llm_timeout_s <= 0:
-            raise ValueError(f"llm_timeout_s must be > 0, got {self.llm_timeout_s}")
+            raise ValueError(f"--llm_timeout_s must be positive, got {self.llm_timeout_s}")
         if self.llm_max_retries < 0:
-            raise ValueError(f"llm_max_retries must be >= 0, got {self.llm_max_retries}")
+            raise ValueError(f"--llm_max_retries must be >= 0, got {self.llm_max_retries}")
         if self.llm_concurrency < 1:
-            raise ValueError(f"llm_concurrency must be >= 1, got {self.llm_concurrency}")
+            raise ValueError(f"--llm_concurrency must be positive, got {self.llm_concurrency}")
         if self.llm_price_in < 0 or self.llm_price_out < 0:
             raise ValueError(
-                f"llm_price_in/llm_price_out must be >= 0, got "
+                f"--llm_price_in/--llm_price_out must be >= 0, got "
                 f"{self.llm_price_in}/{self.llm_price_out}"
             )
         if self.llm_backoff_s < 0 or self.llm_backoff_max_s < 0:
@@ -71,16 +73,17 @@ class ContextConfig:
                 f"{self.llm_backoff_s}/{self.llm_backoff_max_s}"
             )
         if self.llm_api_key_env == "":
-            raise ValueError("llm_api_key_env must be None or the name of an env var, got ''")
+            raise ValueError("--llm_api_key_env must be the name of an env var, got ''")
         if not self.prompt_version:
             raise ValueError(f"prompt_version must not be empty, got {self.prompt_version!r}")
         if self.mode == "llm":
             if not self.llm_base_url or not self.llm_base_url.startswith(("http://", "https://")):
                 raise ValueError(
-                    f"mode 'llm' needs llm_base_url as an http(s) URL, got {self.llm_base_url!r}"
+                    "--context=llm needs --llm_base_url as an http(s) URL, got "
+                    f"{self.llm_base_url!r}"
                 )
             if not self.llm_model:
-                raise ValueError(f"mode 'llm' needs llm_model, got {self.llm_model!r}")
+                raise ValueError(f"--context=llm needs --llm_model, got {self.llm_model!r}")
 
 
 def reserved_tokens(config: ContextConfig) -> int:
