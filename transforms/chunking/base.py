@@ -39,12 +39,46 @@ def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
+@dataclass(frozen=True)
+class ModelLimit:
+    """The embedding model's own limit: a chunk's text must fit `budget` of its word pieces."""
+
+    tokenizer: Tokenizer  # the model's (a Hugging Face tokenizer)
+    budget: int  # max_seq_length less [CLS], [SEP] and the room kept for the header
+
+
+def drop_nested(spans: list[ChunkSpan]) -> list[ChunkSpan]:
+    """Drop spans lying wholly inside an earlier one.
+
+    Re-splitting overlapping chunks for the model can make the tail piece of one chunk equal
+    to, or fall inside, the head piece of the next; the text is in the kept span already.
+    """
+    out: list[ChunkSpan] = []
+    furthest = -1
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if span.end <= furthest:
+            continue
+        out.append(span)
+        furthest = span.end
+    return out
+
+
 class Chunker(abc.ABC):
-    """Base of every strategy. Subclasses implement `split` on a tokenized document."""
+    """Base of every strategy. Subclasses implement `split` on a tokenized document.
+
+    Every limit is enforced here: the tokenizer's (`finalize`) and, with a `model_limit`, the
+    embedding model's word pieces (`fit_model`), so a chunk is never truncated by the model.
+    """
 
     strategy: ClassVar[str] = ""
 
-    def __init__(self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int = 0) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        chunk_size: int,
+        chunk_overlap: int = 0,
+        model_limit: ModelLimit | None = None,
+    ) -> None:
         if chunk_size < MIN_CHUNK_SIZE:
             raise ValueError(
                 f"chunk_size must be at least {MIN_CHUNK_SIZE} tokens, got {chunk_size}"
@@ -57,6 +91,20 @@ class Chunker(abc.ABC):
         self.tokenizer = tokenizer
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.model_limit = model_limit
+
+    @classmethod
+    def for_job(
+        cls,
+        tokenizer: Tokenizer,
+        chunk_size: int,
+        chunk_overlap: int,
+        model_limit: ModelLimit | None,
+        model_path: str | None,
+    ) -> Chunker:
+        """The chunker the job's chunk stage uses; `model_path` is the job's embedding model
+        ("default" or a folder; None when it embeds nothing), for strategies that need it."""
+        return cls(tokenizer, chunk_size, chunk_overlap, model_limit)
 
     @abc.abstractmethod
     def split(self, doc: TokenizedText, language: str | None = None) -> list[ChunkSpan]:
@@ -72,7 +120,7 @@ class Chunker(abc.ABC):
         """`chunk` on a document this chunker's tokenizer has already tokenized."""
         if not doc.text or doc.text.isspace():
             return []
-        return self.finalize(doc, self.split(doc, language))
+        return self.fit_model(doc, self.finalize(doc, self.split(doc, language)))
 
     def finalize(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
         """Trim, drop empty spans, and prove the limit on each span's tokens when encoded alone.
@@ -98,6 +146,31 @@ class Chunker(abc.ABC):
             # (a cut inside a word). Re-split it with a tighter derived budget until it fits.
             out.extend(self._resplit(doc, span, start, end))
         return self._bound_overlap(doc, out) if self.chunk_overlap else out
+
+    def fit_model(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
+        """Split each span the embedding model would truncate, in the model's own word pieces
+        (each piece proved by its alone-count), so every piece is read whole."""
+        limit = self.model_limit
+        if limit is None:
+            return spans
+        model = limit.tokenizer
+        out: list[ChunkSpan] = []
+        for span in spans:
+            piece = doc.text[span.start : span.end]
+            if model.count(piece) <= limit.budget:
+                out.append(span)
+                continue
+            pieces = fit(
+                model.tokenize(piece),
+                0,
+                len(piece),
+                limit.budget,
+                lambda s, e, piece=piece: model.count(piece[s:e]),
+            )
+            for s, e, _ in pieces:
+                count = self.tokenizer.count(piece[s:e])
+                out.append(_replace(span, span.start + s, span.start + e, count))
+        return drop_nested(out)
 
     def _bound_overlap(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
         """Drop the overlap of a span whose shared text, encoded alone, is over the limit.

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from transforms.chunking.base import Chunker, ChunkSpan, common_prefix
+from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit, common_prefix
 from transforms.chunking.split import LINE, recursive_split
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
@@ -117,8 +117,14 @@ class CodeChunker(Chunker):
 
     strategy = "code"
 
-    def __init__(self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int = 0) -> None:
-        super().__init__(tokenizer, chunk_size, chunk_overlap)
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        chunk_size: int,
+        chunk_overlap: int = 0,
+        model_limit: ModelLimit | None = None,
+    ) -> None:
+        super().__init__(tokenizer, chunk_size, chunk_overlap, model_limit)
         # Parsers are C objects that neither pickle nor belong in a DoFn's constructor: they are
         # built on first use in each worker and dropped by __getstate__.
         self._parsers: dict[str, Any] = {}

@@ -18,8 +18,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import Chunk, Document, Reject, stable_hash
 from transforms import accounting
-from transforms.chunking.base import Chunker, ChunkSpan
-from transforms.chunking.split import fit
+from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE, REJECTS
 from transforms.models import resolve_model_path
@@ -108,22 +107,6 @@ class ChunkingConfig:
         return self.chunk_size - self.header_reserve
 
 
-def _drop_nested(spans: list[ChunkSpan]) -> list[ChunkSpan]:
-    """Drop spans lying wholly inside an earlier one.
-
-    Re-splitting overlapping chunks for the model can make the tail piece of one chunk equal
-    to, or fall inside, the head piece of the next; the text is in the kept span already.
-    """
-    out: list[ChunkSpan] = []
-    furthest = -1
-    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
-        if span.end <= furthest:
-            continue
-        out.append(span)
-        furthest = span.end
-    return out
-
-
 class DocumentChunker:
     """Pure core of the chunk stage: builds the strategy table once, chunks documents."""
 
@@ -131,25 +114,29 @@ class DocumentChunker:
         self.config = config
         self.tokenizer: Tokenizer = make_tokenizer(config.tokenizer, config.token_engine)
         self._chunkers: dict[tuple[str, int], Chunker] = {}
-        self.model_tokenizer: Tokenizer | None = None
+        self.model_limit: ModelLimit | None = None
         if config.model_tokenizer and config.model_max_tokens:
             # Resolved here, on the worker: the bundled model's folder differs between the
-            # launcher's environment and a worker image.
+            # launcher's environment and a worker image. The budget leaves out [CLS], [SEP]
+            # and the header's room.
             folder = resolve_model_path(config.model_tokenizer)
-            self.model_tokenizer = make_tokenizer(f"hf:{folder}")
+            budget = config.model_max_tokens - 2 - config.model_header_reserve
+            self.model_limit = ModelLimit(make_tokenizer(f"hf:{folder}"), budget)
 
     def chunker(self, doc_type: str, size: int) -> Chunker:
+        """The chunker of `doc_type` at `size` tokens: the chunks to embed (the body size) get
+        the overlap and the model's limit; parents get neither."""
         name = self.config.strategy_for(doc_type)
         key = (name, size)
         if key not in self._chunkers:
-            overlap = self.config.chunk_overlap if size == self.config.body_size else 0
-            cls = strategy_class(name)
-            if name == "semantic":  # it embeds sentences with the job's model
-                self._chunkers[key] = cls(
-                    self.tokenizer, size, overlap, model_path=self.config.model_tokenizer
-                )
-            else:
-                self._chunkers[key] = cls(self.tokenizer, size, overlap)
+            embedded = size == self.config.body_size
+            self._chunkers[key] = strategy_class(name).for_job(
+                self.tokenizer,
+                size,
+                self.config.chunk_overlap if embedded else 0,
+                self.model_limit if embedded else None,
+                self.config.model_tokenizer,
+            )
         return self._chunkers[key]
 
     def spans(
@@ -164,7 +151,7 @@ class DocumentChunker:
         body = self.config.body_size
         if self.config.parent_chunk_size is None:
             chunker = self.chunker(doc.doc_type, body)
-            return [(s, None) for s in self._fit_model(tokenized, chunker, doc.language)]
+            return [(s, None) for s in chunker.chunk_tokenized(tokenized, doc.language)]
         out: list[tuple[ChunkSpan, int | None]] = []
         parent_chunker = self.chunker(doc.doc_type, self.config.parent_chunk_size)
         child_chunker = self.chunker(doc.doc_type, body)
@@ -173,7 +160,7 @@ class DocumentChunker:
             out.append((parent, None))
             # A child is counted alone, so it is chunked from the parent's text alone.
             sub = self.tokenizer.tokenize(doc.text[parent.start : parent.end])
-            for child in self._fit_model(sub, child_chunker, doc.language):
+            for child in child_chunker.chunk_tokenized(sub, doc.language):
                 # The child chunker sees only the parent's text: headings above it are the
                 # parent's path, so a child without a path of its own inherits it.
                 shifted = ChunkSpan(
@@ -185,52 +172,6 @@ class DocumentChunker:
                 )
                 out.append((shifted, parent_index))
         return out
-
-    def _fit_model(
-        self, doc: TokenizedText, chunker: Chunker, language: str | None
-    ) -> list[ChunkSpan]:
-        text = doc.text
-        spans = chunker.chunk_tokenized(doc, language)
-        if self.model_tokenizer is None:
-            return spans
-        out: list[ChunkSpan] = []
-        for span in spans:
-            piece = text[span.start : span.end]
-            if self.model_tokenizer.count(piece) <= self.model_budget:
-                out.append(span)
-                continue
-            # The embedding model would truncate this chunk: split it in the model's own word
-            # pieces (each piece proved by its alone-count), so every piece is read whole.
-            for s, e in self._model_pieces(piece):
-                sub = piece[s:e]
-                out.append(
-                    ChunkSpan(
-                        span.start + s,
-                        span.start + e,
-                        self.tokenizer.count(sub),
-                        span.section_path,
-                        span.strategy,
-                    )
-                )
-        return _drop_nested(out)
-
-    def _model_pieces(self, piece: str) -> list[tuple[int, int]]:
-        model = self.model_tokenizer
-        assert model is not None
-        pieces = fit(
-            model.tokenize(piece),
-            0,
-            len(piece),
-            self.model_budget,
-            lambda s, e: model.count(piece[s:e]),
-        )
-        return [(s, e) for s, e, _ in pieces]
-
-    @property
-    def model_budget(self) -> int:
-        """Word pieces a chunk may have: the model limit less [CLS]/[SEP] and the header room."""
-        assert self.config.model_max_tokens is not None
-        return self.config.model_max_tokens - 2 - self.config.model_header_reserve
 
     def chunk_document(self, doc: Document) -> list[Chunk]:
         return self.chunk_document_counted(doc)[0]

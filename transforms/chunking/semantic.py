@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from transforms.chunking.base import Chunker, ChunkSpan
+from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText, Tokenizer
 
@@ -39,13 +39,26 @@ class SemanticChunker(Chunker):
         chunk_overlap: int = 0,
         model_path: str | None = None,
         percentile: float = 90.0,
+        model_limit: ModelLimit | None = None,
     ) -> None:
-        super().__init__(tokenizer, chunk_size, chunk_overlap)
+        super().__init__(tokenizer, chunk_size, chunk_overlap, model_limit)
         if not 0.0 < percentile < 100.0:
             raise ValueError(f"percentile must be in (0, 100), got {percentile}")
         self.model_path = model_path
         self.percentile = percentile
         self._model = None
+
+    @classmethod
+    def for_job(
+        cls,
+        tokenizer: Tokenizer,
+        chunk_size: int,
+        chunk_overlap: int,
+        model_limit: ModelLimit | None,
+        model_path: str | None,
+    ) -> SemanticChunker:
+        """Sentences are embedded with the job's own model."""
+        return cls(tokenizer, chunk_size, chunk_overlap, model_path, model_limit=model_limit)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
