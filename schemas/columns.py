@@ -41,16 +41,17 @@ _SHARED = {
         _c("doc_id", pa.string(), "stable hash of the source URI or the record id", False),
         _c("doc_type", pa.string(), "html, markdown, code or text", False),
         _c("language", pa.string(), "programming language of code; null otherwise"),
+        _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
     )
 }
 
-# Columns in table order. A column of the same name in two tables is one entry of _SHARED,
-# except `source`, whose doc says what it holds in that table.
+# Columns in table order. A column that two tables hold alike is one entry of _SHARED; a name
+# that means something else in another table (rejects' nullable doc_id) is declared there.
 COLUMNS: dict[str, tuple[Column, ...]] = {
     CHUNKS: (
         _c("chunk_id", pa.string(), "stable hash of content_hash, offsets and config", False),
         _SHARED["doc_id"],
-        _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
+        _SHARED["source"],
         _SHARED["doc_type"],
         _SHARED["language"],
         _c("title", pa.string(), "document title, when known"),
@@ -93,7 +94,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         ),
     ),
     REJECTS: (
-        _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
+        _SHARED["source"],
         _c("doc_id", pa.string(), "document id when one was assigned"),
         _c("chunk_id", pa.string(), "chunk id, for rejects of one chunk (embedding)"),
         _c("stage", pa.string(), "read, extract, chunk or embed", False),
@@ -121,3 +122,22 @@ def documented(table: str) -> Callable[[type], type]:
         return cls
 
     return decorate
+
+
+def _type_name(column: Column) -> str:
+    if column.name == "embedding":
+        return "fixed_size_list<float>[384]"  # the default model's dimension (see chunk_schema)
+    name = str(column.type).replace("list<item: string>", "list<string>")
+    return name if column.nullable else f"{name}, not null"
+
+
+def markdown_table(table: str) -> str:
+    """The columns of `table` as the README shows them (a test keeps the README in step)."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {_type_name(c)} | {c.doc} |" for c in COLUMNS[table]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    for name in TABLES:
+        print(f"### `{name}/`\n\n{markdown_table(name)}\n")

@@ -68,6 +68,27 @@ def snapshot(output: str, root: str) -> dict:
     }
 
 
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "golden")
+
+
+def assert_matches_golden(output: str, name: str, root: str) -> None:
+    """The run at `output` gives the recorded snapshot `name`: the same chunk ids, offsets,
+    texts, headers, counts, documents and rejects, and the same value for every report key the
+    snapshot holds (a report may gain keys). After a change meant to alter the output, record
+    it again with `python -m tests.golden OUT > tests/data/golden/NAME.json` and say why in
+    the commit."""
+    with open(os.path.join(GOLDEN_DIR, f"{name}.json")) as f:
+        expected = json.load(f)
+    actual = snapshot(output, root)
+    for table in ("documents", "rejects", "chunks"):
+        assert len(actual[table]) == len(expected[table]), table
+        for got, want in zip(actual[table], expected[table], strict=True):
+            assert got == want, (table, want)
+    for key, want in expected["report"].items():
+        assert actual["report"].get(key) == want, ("report", key)
+
+
 if __name__ == "__main__":
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     json.dump(snapshot(sys.argv[1], os.path.join(root, "samples")), sys.stdout, indent=0)
+    sys.stdout.write("\n")

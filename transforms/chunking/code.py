@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit, common_prefix
+from transforms.chunking.base import Chunker, ChunkSpan, common_prefix
 from transforms.chunking.split import LINE, recursive_split
-from transforms.chunking.tokens import TokenizedText, Tokenizer
+from transforms.chunking.tokens import TokenizedText
 
 SUPPORTED_LANGUAGES = (
     "python",
@@ -117,21 +117,13 @@ class CodeChunker(Chunker):
 
     strategy = "code"
 
-    def __init__(
-        self,
-        tokenizer: Tokenizer,
-        chunk_size: int,
-        chunk_overlap: int = 0,
-        model_limit: ModelLimit | None = None,
-    ) -> None:
-        super().__init__(tokenizer, chunk_size, chunk_overlap, model_limit)
-        # Parsers are C objects that neither pickle nor belong in a DoFn's constructor: they are
-        # built on first use in each worker and dropped by __getstate__.
-        self._parsers: dict[str, Any] = {}
+    # Parsers are C objects that neither pickle nor belong in a DoFn's constructor: they are
+    # built on first use in each worker (`_parser`) and dropped by __getstate__.
+    _parsers: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_parsers"] = {}
+        state.pop("_parsers", None)
         return state
 
     def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
@@ -177,6 +169,8 @@ class CodeChunker(Chunker):
             return None
 
     def _parser(self, language: str) -> Any:
+        if self._parsers is None:
+            self._parsers = {}
         parser = self._parsers.get(language)
         if parser is None:
             module_name, function, package = _GRAMMARS[language]
