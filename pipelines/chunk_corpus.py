@@ -27,9 +27,9 @@ from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
+from transforms.embed_stage import Embed
 from transforms.extract import ExtractText
 from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run
-from transforms.models import Embed
 from transforms.read import ReadDocuments, check_patterns
 from transforms.write import REUSED_CHUNK_ROWS, WriteShards
 
@@ -92,7 +92,7 @@ def build_pipeline(
     )
     with_context = chunked.by_document | "Add context" >> AddContext(config.context)
     counted = with_context | "Count chunk tokens" >> CountChunkTokens(config.budget)
-    embedded = counted | "Embed" >> Embed(config.embedding, enabled=config.embeds)
+    embedded = counted | "Embed chunks" >> Embed(config.embedding, enabled=config.embeds)
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
     rejects = merge(

@@ -1,5 +1,5 @@
-"""The embedding model's folder, what its config files say, and the embed stage's config and
-wrapper, without loading the model.
+"""The embedding model's folder, what its config files say, and the embed stage's config,
+without loading the model.
 
 Kept apart from transforms.embed, whose RunInference import pulls in Beam's ML stack (and torch,
 about 2 s): the chunk stage, the flag checks and `--help` need only these.
@@ -98,30 +98,3 @@ class EmbeddingConfig:
 class EmbedResult(NamedTuple):
     chunks: beam.PCollection  # Chunk, with its embedding when the job embeds
     rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
-
-
-class Embed(beam.PTransform):
-    """Chunk -> EmbedResult: embedded through RunInference, or passed on when `enabled` is off
-    (--embedding_model=none, --estimate)."""
-
-    def __init__(self, config: EmbeddingConfig, enabled: bool) -> None:
-        super().__init__()
-        self.config = config
-        self.enabled = enabled and config.path is not None
-
-    def expand(self, chunks: beam.PCollection) -> EmbedResult:
-        if not self.enabled:
-            return EmbedResult(chunks, None)
-        # Imported here: RunInference brings Beam's ML stack and torch (seconds), which a
-        # worker should load only when the job embeds.
-        from transforms.embed import EmbedChunks, SentenceTransformerHandler
-
-        c = self.config
-        handler = SentenceTransformerHandler(
-            c.model,
-            c.dimension,
-            device=c.device,
-            encode_batch_size=c.batch_size,
-            max_batch_size=c.max_batch,
-        )
-        return chunks | "Embed chunks" >> EmbedChunks(handler, c.model)
