@@ -17,6 +17,7 @@ from apache_beam.io.parquetio import ReadFromParquet
 from apache_beam.metrics import Metrics
 
 from schemas.records import Document
+from transforms import progress
 
 NAMESPACE = "corpus_chunker"
 UNCHANGED = "unchanged"
@@ -47,7 +48,7 @@ def load_previous_run(output: str) -> PreviousRun:
 
 class _Route(beam.DoFn):
     def __init__(self) -> None:
-        self.unchanged = Metrics.counter(NAMESPACE, "documents_unchanged")
+        self.unchanged = progress.counter(NAMESPACE, "documents_unchanged")
         self.removed = Metrics.counter(NAMESPACE, "documents_removed")
 
     def process(self, item: tuple[str, dict]) -> Iterator:
@@ -60,7 +61,8 @@ class _Route(beam.DoFn):
         docs = list(grouped["current"])
         if not docs:
             if list(grouped.get("rejected", ())):
-                return  # still an input, rejected this time: counted there, not as removed
+                # still an input, rejected this time: counted there, not as removed
+                return
             self.removed.inc()
             yield beam.pvalue.TaggedOutput(REMOVED, item[0])
             return

@@ -61,3 +61,13 @@ def read_model_info(path: str) -> ModelInfo:
     if dimension is None:
         raise ValueError(f"cannot tell the embedding dimension of the model at {path!r}")
     return ModelInfo(path=path, dimension=dimension, max_seq_length=max_seq)
+
+
+def quiet_model_loading() -> None:
+    """Switch off the progress bars transformers draws while it loads a model ("Loading
+    weights"): on a worker nobody asked for them, and they garble the job's progress line."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()
