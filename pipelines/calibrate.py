@@ -105,7 +105,7 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
 
     from transforms.chunking.tokens import make_tokenizer
     from transforms.embed import pick_device
-    from transforms.models import quiet_model_loading, resolve_model_path
+    from transforms.models import DEFAULT_MODEL, quiet_model_loading, resolve_model_path
 
     quiet_model_loading()
     device = pick_device(config.embedding.device)
@@ -116,8 +116,9 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
     model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
     seconds = time.perf_counter() - started
     counter = make_tokenizer(config.pricing_tokenizer, "tiktoken")
+    name = config.embedding.model
     return EmbeddingCalibration(
-        model=config.embedding.model,
+        model="all-MiniLM-L6-v2 (the bundled default)" if name == DEFAULT_MODEL else name,
         device=device,
         torch_threads=torch.get_num_threads(),
         machine=machine_description(),
