@@ -9,6 +9,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
+# Quiet installs: no "new release of pip" notice, and -qq also hides the build backend's
+# banners (setuptools' "Editable installation" warning); errors still show.
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+PIP_QUIET := -qq
 # Elsewhere than this machine (whose pip finds the CPU wheel on local disk), point this at
 # https://download.pytorch.org/whl/cpu so torch comes without gigabytes of CUDA libraries.
 TORCH_INDEX ?=
@@ -22,9 +26,9 @@ setup: $(STAMP)
 # torch first: the pinned CPU wheel; anything else would pull gigabytes of CUDA.
 $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -U pip
-	$(PIP) install -q "torch==2.13.0" -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -q -c constraints.txt -e ".[gcp,dev]"
+	$(PIP) install $(PIP_QUIET) -U pip
+	$(PIP) install $(PIP_QUIET) "torch==2.13.0" -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) install $(PIP_QUIET) -c constraints.txt -e ".[gcp,dev]"
 	$(PY) -c "from transforms.chunking.tokens import seed_tiktoken_cache; print('tiktoken files in', seed_tiktoken_cache())"
 	touch $(STAMP)
 
@@ -47,7 +51,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 
 bench: setup
-	$(PIP) install -q -c constraints.txt -e ".[bench]"
+	$(PIP) install $(PIP_QUIET) -c constraints.txt -e ".[bench]"
 	$(PY) bench/chunkers.py
 	$(PY) bench/embedding.py
 

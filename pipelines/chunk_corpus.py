@@ -20,7 +20,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines import progress
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
+from pipelines.run_tables import output_bytes
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.accounting import Account, AccountInputs, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
@@ -142,24 +144,64 @@ def check_runner(options: PipelineOptions) -> None:
             )
 
 
-def summary(report: dict, output: str, seconds: float) -> str:
-    return (
+def summary(
+    report: dict,
+    output: str,
+    seconds: float,
+    output_sizes: dict[str, int] | None = None,
+    extra_lines: Sequence[str] = (),
+) -> str:
+    """The run's closing lines: documents, rejects by reason, chunks, tokens, cost and output.
+
+    `output_sizes`: bytes per part of the output folder (run_tables.output_bytes);
+    `extra_lines`: more lines before the output line (the --estimate embedding projection).
+    """
+    lines = [
         f"corpus-chunker {report['mode']}: {report['documents_in']} documents in -> "
         f"{report['documents_chunked']} chunked, {report['documents_rejected']} rejected, "
-        f"{report['documents_unchanged']} unchanged\n"
+        f"{report['documents_unchanged']} unchanged",
+        *_reject_lines(report.get("rejects", {})),
+    ]
+    if report.get("documents_unchanged") or report.get("documents_removed"):
+        lines.append(
+            f"  since --previous_output: {report['documents_unchanged']} unchanged "
+            f"({report.get('chunks_reused', 0)} chunks reused), "
+            f"{report.get('documents_removed', 0)} removed (in that run, not in the input)"
+        )
+    lines += [
         f"  chunks: {report['chunks']} ({report['chunks_rejected']} rejected, "
-        f"{report['chunks_truncated']} truncated by the model)\n"
+        f"{report['chunks_truncated']} truncated by the model)",
         f"  tokens: {report['document_tokens']:,} in documents, {report['embedded_tokens']:,} "
-        f"embedded (inflation {report['overlap_inflation']})\n"
+        f"embedded (inflation {report['overlap_inflation']})",
         f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
         + (
             f"; projected whole corpus ${report['projection']['cost_usd']:.4f}"
             if "projection" in report
             else ""
-        )
-        + f"\n  wall time: {seconds:.1f} s\n  output: {output}"
-        + _skipped_lines(report.get("files_skipped", {}))
-    )
+        ),
+        *extra_lines,
+        f"  wall time: {seconds:.1f} s",
+        f"  output: {output}" + _size_note(output_sizes),
+    ]
+    return "\n".join(lines) + _skipped_lines(report.get("files_skipped", {}))
+
+
+def _reject_lines(rejects: dict[str, int]) -> list[str]:
+    """'  rejected at read: invalid_json 1, missing_text 1' per stage, from stage:reason counts."""
+    by_stage: dict[str, list[str]] = {}
+    for key, n in sorted(rejects.items()):
+        stage, _, reason = key.partition(":")
+        by_stage.setdefault(stage, []).append(f"{reason} {n}")
+    return [f"  rejected at {stage}: {', '.join(reasons)}" for stage, reasons in by_stage.items()]
+
+
+def _size_note(sizes: dict[str, int] | None) -> str:
+    if not sizes:
+        return ""
+    from pipelines.sizes import human_bytes
+
+    parts = ", ".join(f"{name} {human_bytes(n)}" for name, n in sorted(sizes.items()))
+    return f" ({human_bytes(sum(sizes.values()))}: {parts})"
 
 
 def _skipped_lines(skipped: dict[str, int]) -> str:
@@ -177,10 +219,25 @@ def _skipped_lines(skipped: dict[str, int]) -> str:
     return "".join("\n" + line for line in lines)
 
 
+def _estimate_lines(config: JobConfig, report: dict) -> list[str]:
+    """--estimate: the embedding time projected from a calibration of the model here."""
+    if not config.estimate:
+        return []
+    if config.embedding.path is None:
+        return ["  embedding time: none (--embedding_model=none)"]
+    from pipelines.calibrate import calibrate, projection_lines, sample_chunk_texts
+
+    texts = sample_chunk_texts(config, config.output)
+    if not texts:
+        return ["  embedding time: nothing to embed"]
+    tokens = report.get("projection", {}).get("embedded_tokens", report["embedded_tokens"])
+    return projection_lines(calibrate(config, texts), tokens)
+
+
 def run(argv: list[str] | None = None) -> PipelineResult:
     """Parse flags, build the pipeline, run it on --runner and wait for it."""
     options = PipelineOptions(argv)
-    options.view_as(ChunkCorpusOptions)  # registers the project flags for --help
+    quiet = options.view_as(ChunkCorpusOptions).quiet  # also registers the project flags
     check_runner(options)
     config = config_from_options(options)
     # A dry run (DataflowRunner --dry_run) only translates the job: it must not touch the data
@@ -193,16 +250,60 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     started = time.time()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, earlier_runs)
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = _run_with_progress(pipeline, options, config, quiet=dry_run or quiet)
     if dry_run:
         return result
     report_path = FileSystems.join(config.output, "cost_report.json")
     if FileSystems.exists(report_path):
         with FileSystems.open(report_path) as f:
             report = json.loads(f.read().decode("utf-8"))
-        print(summary(report, config.output, time.time() - started))
+        seconds = time.time() - started
+        sizes = output_bytes(config.output)
+        print(summary(report, config.output, seconds, sizes, _estimate_lines(config, report)))
     return result
+
+
+def _run_with_progress(
+    pipeline: beam.Pipeline, options: PipelineOptions, config: JobConfig, quiet: bool
+) -> PipelineResult:
+    """Run and wait; progress lines on stderr on the DirectRunner, else a pointer to the UI."""
+    if quiet:
+        result = pipeline.run()
+        result.wait_until_finish()
+        return result
+    if not progress.is_local(options):
+        result = pipeline.run()
+        print(progress.remote_pointer(options, result), file=sys.stderr)
+        result.wait_until_finish()
+        return result
+    estimator = progress.Estimator(
+        files_matched=progress.matched_files(config.inputs), embeds=config.embeds
+    )
+    with progress.Progress(sys.stderr, estimator) as shown:
+        result = pipeline.run()
+        result.wait_until_finish()
+        shown.finish(result)
+    return result
+
+
+# Commands beside the job: `corpus-chunker NAME ...` runs "module:function" with the rest of
+# the arguments.
+SUBCOMMANDS = {
+    "inspect": "pipelines.inspect:main",
+}
+
+
+def version() -> str:
+    """'corpus-chunker 0.1.0 (apache-beam 2.77.0, Python 3.11.7)'."""
+    import importlib.metadata
+    import platform
+
+    try:
+        ours = importlib.metadata.version("corpus-chunker")
+    except importlib.metadata.PackageNotFoundError:
+        ours = "unknown (not installed)"
+    python = platform.python_version()
+    return f"corpus-chunker {ours} (apache-beam {beam.__version__}, Python {python})"
 
 
 def print_help() -> None:
@@ -210,20 +311,34 @@ def print_help() -> None:
 
     parser = argparse.ArgumentParser(
         prog="corpus-chunker",
-        description="Chunk, embed and cost a document corpus on Apache Beam. Beam's own flags "
-        "(--runner, --direct_num_workers, --job_endpoint, --project, ...) also apply.",
+        usage="corpus-chunker --input PATTERN [--input PATTERN ...] --output DIR [flags] "
+        "[Beam flags]\n       corpus-chunker inspect DIR [--show DOC_ID_OR_SOURCE]\n"
+        "       corpus-chunker --version",
+        description="Chunk, embed and cost a document corpus on Apache Beam. --input and "
+        "--output are required. Beam's own flags (--runner, --direct_num_workers, "
+        "--job_endpoint, --project, ...) also apply. `corpus-chunker inspect --help` describes "
+        "the inspection of a finished run.",
     )
     ChunkCorpusOptions._add_argparse_args(parser)
     parser.print_help()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        import importlib
+
+        module, function = SUBCOMMANDS[argv[0]].split(":")
+        sys.exit(getattr(importlib.import_module(module), function)(argv[1:]))
     logging.getLogger().setLevel(logging.WARNING)
-    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+    if "--version" in argv:
+        print(version())
+        return
+    if any(a in ("-h", "--help") for a in argv):
         print_help()
         return
     try:
-        run(sys.argv[1:])
+        run(argv)
     except ValueError as e:
         print(f"corpus-chunker: error: {e}", file=sys.stderr)
         sys.exit(2)

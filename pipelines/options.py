@@ -10,6 +10,7 @@ from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.sizes import byte_size_flag
 from schemas.records import DOC_TYPES, stable_hash
 from transforms.accounting import Pricing
 from transforms.boilerplate import BoilerplateConfig
@@ -38,12 +39,15 @@ class ChunkCorpusOptions(PipelineOptions):
             "--input",
             action="append",
             default=None,
-            help="File path or glob (local, gs://, s3://; ** matches across folders, and a "
+            help="Required. "
+            "File path or glob (local, gs://, s3://; ** matches across folders, and a "
             "local folder or a path ending in / means every file under it; wildcards skip "
             "hidden files unless the pattern names them); repeat for several. *.jsonl files "
             "are read as records of {id, text, title?, url?, doc_type?}.",
         )
-        g.add_argument("--output", default=None, help="Output folder (local, gs://, s3://).")
+        g.add_argument(
+            "--output", default=None, help="Required. Output folder (local, gs://, s3://)."
+        )
         g.add_argument(
             "--overwrite",
             action="store_true",
@@ -55,7 +59,7 @@ class ChunkCorpusOptions(PipelineOptions):
             default=None,
             help="Output of an earlier complete run: documents whose text is unchanged keep "
             "their chunks and embeddings from it (incremental rebuild). Ignored, with a "
-            "warning, when its config fingerprint differs.",
+            "warning, when its config fingerprint differs. Default: off (everything is built).",
         )
         g.add_argument(
             "--chunk_size",
@@ -114,36 +118,68 @@ class ChunkCorpusOptions(PipelineOptions):
             "--context_max_tokens",
             type=int,
             default=32,
-            help="Token room reserved for a path header (default 32).",
+            help="Token room reserved for a path header (default 32 tokens).",
         )
-        g.add_argument("--llm_base_url", default=None, help="OpenAI-compatible endpoint base URL.")
-        g.add_argument("--llm_model", default=None, help="Chat model name for --context=llm.")
+        g.add_argument(
+            "--llm_base_url",
+            default=None,
+            help="OpenAI-compatible endpoint base URL, for --context=llm (default: none).",
+        )
+        g.add_argument(
+            "--llm_model", default=None, help="Chat model name for --context=llm (default: none)."
+        )
         g.add_argument(
             "--llm_api_key_env",
             default="OPENAI_API_KEY",
-            help="Name of the environment variable holding the LLM API key.",
+            help="Name of the environment variable holding the LLM API key "
+            "(default OPENAI_API_KEY).",
         )
         g.add_argument(
             "--llm_context_tokens",
             type=int,
             default=64,
-            help="Cap (and reserved room) for the LLM context line, in tokens (default 64).",
-        )
-        g.add_argument("--llm_concurrency", type=int, default=4, help="Parallel LLM requests.")
-        g.add_argument("--llm_timeout_s", type=float, default=30.0, help="LLM request timeout.")
-        g.add_argument("--llm_max_retries", type=int, default=4, help="Retries on 429/5xx.")
-        g.add_argument("--llm_cache_dir", default=None, help="Cache of LLM context lines.")
-        g.add_argument(
-            "--llm_price_in", type=float, default=0.0, help="USD per million prompt tokens."
+            help="Cap (and reserved room) for the LLM context line (default 64 tokens).",
         )
         g.add_argument(
-            "--llm_price_out", type=float, default=0.0, help="USD per million completion tokens."
+            "--llm_concurrency",
+            type=int,
+            default=4,
+            help="LLM requests in flight at once, per worker (default 4 requests).",
+        )
+        g.add_argument(
+            "--llm_timeout_s",
+            type=float,
+            default=30.0,
+            help="Time limit of one LLM request, in seconds (default 30 s).",
+        )
+        g.add_argument(
+            "--llm_max_retries",
+            type=int,
+            default=4,
+            help="Retries of one LLM request after a 429 or 5xx answer (default 4 retries).",
+        )
+        g.add_argument(
+            "--llm_cache_dir",
+            default=None,
+            help="Folder caching LLM context lines across runs (default: no cache).",
+        )
+        g.add_argument(
+            "--llm_price_in",
+            type=float,
+            default=0.0,
+            help="USD per million prompt tokens (default 0).",
+        )
+        g.add_argument(
+            "--llm_price_out",
+            type=float,
+            default=0.0,
+            help="USD per million completion tokens (default 0).",
         )
         g.add_argument(
             "--embedding_model",
             default=DEFAULT_MODEL,
             help="sentence-transformers folder; 'default' = bundled all-MiniLM-L6-v2; "
-            "'none' skips embedding.",
+            "'none' skips embedding (default: default).",
         )
         g.add_argument(
             "--embedding_device",
@@ -155,19 +191,20 @@ class ChunkCorpusOptions(PipelineOptions):
             "--embedding_batch_size",
             type=int,
             default=32,
-            help="Sentences per model forward pass (default 32).",
+            help="Sentences per model forward pass (default 32 sentences).",
         )
         g.add_argument(
             "--embedding_max_batch",
             type=int,
             default=256,
-            help="Most chunks Beam hands the model at once; sorted by length inside (256).",
+            help="Most chunks Beam hands the model at once; sorted by length inside "
+            "(default 256 chunks).",
         )
         g.add_argument(
             "--price_per_million_tokens",
             type=float,
             default=0.02,
-            help="Embedding price in USD per million tokens (default 0.02).",
+            help="Embedding price in USD per million tokens (default 0.02 USD).",
         )
         g.add_argument(
             "--pricing_tokenizer",
@@ -179,26 +216,29 @@ class ChunkCorpusOptions(PipelineOptions):
             "--estimate",
             action="store_true",
             default=False,
-            help="Read, extract and chunk only: write the cost report as a projection.",
+            help="Read, extract and chunk only: write the cost report as a projection, with "
+            "the embedding time projected from a short calibration of the model on this "
+            "machine (default: off, a full run).",
         )
         g.add_argument(
             "--estimate_sample",
             type=float,
             default=1.0,
-            help="Fraction of files to read (deterministic); the report projects the rest.",
+            help="With --estimate: fraction of the files to read (deterministic, by path); the "
+            "report projects the rest (default 1.0: every file).",
         )
         g.add_argument(
             "--extract_timeout_s",
             type=float,
             default=5.0,
-            help="Time limit for one HTML extraction; 0 disables it (default 5).",
+            help="Time limit of one HTML extraction, in seconds; 0 disables it (default 5 s).",
         )
         g.add_argument(
             "--max_file_bytes",
-            type=int,
+            type=byte_size_flag("--max_file_bytes"),
             default=20_000_000,
-            help="Larger files, and longer JSONL record lines, are rejected as too_large "
-            "(default 20 MB).",
+            help="Larger files, and longer JSONL record lines, are rejected as too_large; "
+            "bytes, or a size such as 20MB or 512KiB (default 20MB = 20,000,000 bytes).",
         )
         g.add_argument(
             "--boilerplate",
@@ -210,13 +250,21 @@ class ChunkCorpusOptions(PipelineOptions):
             "--boilerplate_min_docs",
             type=int,
             default=3,
-            help="A repeated line must occur in at least this many documents (default 3).",
+            help="A repeated line must occur in at least this many documents (default 3 "
+            "documents).",
         )
         g.add_argument(
             "--boilerplate_min_fraction",
             type=float,
             default=0.5,
             help="...and in at least this fraction of its folder's documents (default 0.5).",
+        )
+        g.add_argument(
+            "--quiet",
+            action="store_true",
+            default=False,
+            help="No progress lines on stderr while the job runs (default: a line every few "
+            "seconds on the DirectRunner; other runners get a pointer to their UI).",
         )
 
 
@@ -397,6 +445,8 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             **settings,
             "config_fingerprint": fingerprint,
             "token_engine": o.token_engine,
+            # Tokens a chunk's text may have once the header's room is taken (`inspect` reads it)
+            "chunk_text_room": chunking.body_size,
             # What the flag means on the launcher (workers resolve it the same way, and fall
             # back to tiktoken, with a warning, only where rs-bpe is missing or disagrees).
             "token_engine_on_launcher": token_engine,

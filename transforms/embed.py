@@ -19,11 +19,13 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from schemas.records import Chunk, Reject
+from transforms import progress
 from transforms.common import NAMESPACE
 from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
     EmbedResult,
     ModelInfo,
+    quiet_model_loading,
     read_model_info,
     resolve_model_path,
 )
@@ -72,6 +74,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
+        quiet_model_loading()
         # Resolved on the worker: the bundled model lies where this environment installed it.
         path = resolve_model_path(self.model_path)
         model = SentenceTransformer(path, device=pick_device(self.device))
@@ -125,7 +128,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
 class _AttachEmbedding(beam.DoFn):
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.embedded = Metrics.counter(NAMESPACE, "chunks_embedded")
+        self.embedded = progress.counter(NAMESPACE, "chunks_embedded")
 
     def process(self, result: PredictionResult) -> Iterator[Chunk]:
         self.embedded.inc()
@@ -141,7 +144,7 @@ class _AttachEmbedding(beam.DoFn):
 
 class _FailedBatchToRejects(beam.DoFn):
     def __init__(self) -> None:
-        self.failed = Metrics.counter(NAMESPACE, "chunks_rejected_embed")
+        self.failed = progress.counter(NAMESPACE, "chunks_rejected_embed")
 
     def process(self, failed: tuple[Any, Exception]) -> Iterator[Reject]:
         batch, error = failed

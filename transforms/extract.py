@@ -17,6 +17,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
+from transforms import progress
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import detect, is_binary
 
@@ -178,8 +179,8 @@ class _ExtractFn(beam.DoFn):
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.docs = Metrics.counter(NAMESPACE, "documents_extracted")
-        self.rejected = Metrics.counter(NAMESPACE, "documents_rejected_extract")
+        self.docs = progress.counter(NAMESPACE, "documents_extracted")
+        self.rejected = progress.counter(NAMESPACE, "documents_rejected_extract")
         self.timeouts = Metrics.counter(NAMESPACE, "extract_timeouts")
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 

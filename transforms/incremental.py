@@ -20,6 +20,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
+from transforms import progress
 from transforms.accounting import ChunkReused, DocumentRemoved, DocumentUnchanged
 from transforms.common import NAMESPACE
 
@@ -67,7 +68,7 @@ def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
 
 class _Route(beam.DoFn):
     def __init__(self) -> None:
-        self.unchanged = Metrics.counter(NAMESPACE, "documents_unchanged")
+        self.unchanged = progress.counter(NAMESPACE, "documents_unchanged")
         self.removed = Metrics.counter(NAMESPACE, "documents_removed")
 
     def process(self, item: tuple[str, dict]) -> Iterator:
@@ -80,7 +81,8 @@ class _Route(beam.DoFn):
         docs = list(grouped["current"])
         if not docs:
             if list(grouped.get("rejected", ())):
-                return  # still an input, rejected this time: counted there, not as removed
+                # still an input, rejected this time: counted there, not as removed
+                return
             self.removed.inc()
             yield beam.pvalue.TaggedOutput(REMOVED, item[0])
             return

@@ -98,3 +98,13 @@ class EmbeddingConfig:
 class EmbedResult(NamedTuple):
     chunks: beam.PCollection  # Chunk, with its embedding when the job embeds
     rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
+
+
+def quiet_model_loading() -> None:
+    """Switch off the progress bars transformers draws while it loads a model ("Loading
+    weights"): on a worker nobody asked for them, and they garble the job's progress line."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()

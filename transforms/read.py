@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
+from transforms import progress
 from transforms.accounting import DocumentIn, FileSkipped
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
@@ -144,8 +145,8 @@ class _ReadFileFn(beam.DoFn):
     def __init__(self, max_file_bytes: int, root: str) -> None:
         self.max_file_bytes = max_file_bytes
         self.root = root
-        self.files = Metrics.counter(NAMESPACE, "files_read")
-        self.records = Metrics.counter(NAMESPACE, "jsonl_records_read")
+        self.files = progress.counter(NAMESPACE, "files_read")
+        self.records = progress.counter(NAMESPACE, "jsonl_records_read")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
 
     def process(self, readable: fileio.ReadableFile) -> Iterator:

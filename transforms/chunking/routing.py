@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
 from schemas.records import Chunk, Document, Reject, stable_hash
-from transforms import accounting
+from transforms import accounting, progress
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE, REJECTS
@@ -226,10 +225,10 @@ class _ChunkFn(beam.DoFn):
     def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
         self.config = config
         self.pricing_tokenizer = pricing_tokenizer or config.tokenizer
-        self.chunked = Metrics.counter(NAMESPACE, "documents_chunked")
-        self.n_chunks = Metrics.counter(NAMESPACE, "chunks")
-        self.failed = Metrics.counter(NAMESPACE, "documents_rejected_chunk")
-        self.no_chunks = Metrics.counter(NAMESPACE, "documents_without_chunks")
+        self.chunked = progress.counter(NAMESPACE, "documents_chunked")
+        self.n_chunks = progress.counter(NAMESPACE, "chunks")
+        self.failed = progress.counter(NAMESPACE, "documents_rejected_chunk")
+        self.no_chunks = progress.counter(NAMESPACE, "documents_without_chunks")
         self.core: DocumentChunker | None = None
         self.pricing: Tokenizer | None = None
 

@@ -69,10 +69,12 @@ class SemanticChunker(Chunker):
         if self._model is None:
             import os
 
-            from transforms.models import resolve_model_path
+            from transforms.models import quiet_model_loading, resolve_model_path
 
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+
+            quiet_model_loading()
 
             self._model = SentenceTransformer(
                 resolve_model_path(self.model_path or "default"), device="cpu"

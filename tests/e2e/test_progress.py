@@ -1,0 +1,65 @@
+"""Progress lines of real runs: counts arrive while the job works, in-process and from the
+worker processes of the multi-process DirectRunner."""
+
+import os
+import re
+
+import pytest
+
+from pipelines import progress
+from pipelines.chunk_corpus import run
+from tests.tables import report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLES = [os.path.join(ROOT, "samples", t, "*") for t in ("html", "markdown", "code", "text")]
+LINE = re.compile(r"corpus-chunker progress: \S+ \| read (\d+)/(\d+) files.*chunked (\d+)")
+
+pytestmark = pytest.mark.slow
+
+
+def _run_and_read_lines(tmp_path, capsys, monkeypatch, extra):
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.25)
+    out = str(tmp_path / "out")
+    inputs = [a for pattern in SAMPLES for a in ("--input", pattern)]
+    run([*inputs, "--output", out, "--embedding_model=none", *extra])
+    lines = capsys.readouterr().err.splitlines()
+    return out, [line for line in lines if line.startswith("corpus-chunker ")]
+
+
+def _check(out, lines):
+    during = [LINE.match(line) for line in lines if "progress:" in line]
+    assert during, lines
+    r = report(out)
+    # counts that moved while the job ran, not only the final metrics
+    read = [int(m.group(1)) for m in during if m]
+    assert any(n > 0 for n in read), lines
+    assert all(int(m.group(2)) == r["documents_in"] for m in during if m)  # files matched
+    final = lines[-1]
+    assert final.startswith("corpus-chunker done: ")
+    assert f"read {r['documents_in']} files" in final
+    assert f"chunked {r['documents_chunked']} ({r['chunks']} chunks)" in final
+
+
+def test_progress_in_process(tmp_path, capsys, monkeypatch):
+    out, lines = _run_and_read_lines(tmp_path, capsys, monkeypatch, [])
+    _check(out, lines)
+
+
+@pytest.mark.runners
+def test_progress_from_worker_processes(tmp_path, capsys, monkeypatch):
+    multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    out, lines = _run_and_read_lines(tmp_path, capsys, monkeypatch, multi)
+    _check(out, lines)
+
+
+def test_quiet_prints_no_progress(capsys, monkeypatch):
+    import apache_beam as beam
+
+    from pipelines.chunk_corpus import _run_with_progress
+
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.01)
+    pipeline = beam.Pipeline()
+    _ = pipeline | beam.Create(range(3)) | beam.Map(lambda x: x + 1)
+    result = _run_with_progress(pipeline, pipeline.options, config=None, quiet=True)
+    assert result.state == "DONE"
+    assert capsys.readouterr().err == ""
