@@ -252,19 +252,26 @@ def longest_prefix(
     """The longest accepted strict prefix of `text` cut at one of its token boundaries, else None.
 
     Each cut is passed through `clean` (a header drops a dangling separator). Binary search over
-    the boundaries; every returned value was checked by `accept`, so the caller's invariant holds
-    even where token counts of concatenations are not monotonic.
+    the boundaries, building only the prefixes it probes (memory linear in `text`); every
+    returned value was checked by `accept`, so the caller's invariant holds even where token
+    counts of concatenations are not monotonic.
     """
-    candidates: list[str] = []
-    for boundary in tokenizer.tokenize(text).boundaries[1:-1]:
-        cut = clean(text[: int(boundary)])
-        if cut and (not candidates or candidates[-1] != cut):
-            candidates.append(cut)
-    lo, hi, best = 0, len(candidates) - 1, None
+    # The boundaries whose cleaned prefix differs from the one before: probing one prefix of a
+    # run of equal ones stands for them all.
+    cuts: list[int] = []
+    last = ""
+    for boundary in tokenizer.tokenize(text).boundaries[1:-1].tolist():
+        cut = clean(text[:boundary])
+        if cut and cut != last:
+            cuts.append(boundary)
+            last = cut
+        # `cut` is dropped here: only offsets are kept, so a long text costs no more than itself
+    lo, hi, best = 0, len(cuts) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if accept(candidates[mid]):
-            best, lo = candidates[mid], mid + 1
+        candidate = clean(text[: cuts[mid]])
+        if accept(candidate):
+            best, lo = candidate, mid + 1
         else:
             hi = mid - 1
     return best

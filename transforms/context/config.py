@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import urllib.parse
 from dataclasses import dataclass
 
 from schemas.records import CONTEXT_JOINER
 from transforms.chunking.base import MIN_CHUNK_SIZE
 
 MODES = ("none", "path", "llm")
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 PROMPT_VERSION = "situate-v1"  # part of the cache key: change it whenever the prompt changes
 
 ELLIPSIS = "…"
@@ -81,6 +84,19 @@ class ContextConfig:
                 raise ValueError(
                     "--context=llm needs --llm_base_url as an http(s) URL, got "
                     f"{self.llm_base_url!r}"
+                )
+            url = urllib.parse.urlsplit(self.llm_base_url)
+            if url.username or url.password:
+                # requests would send them as Basic auth in place of the Bearer key
+                raise ValueError(
+                    "--llm_base_url must not hold credentials (user:password@); put the API key "
+                    f"in the environment variable that --llm_api_key_env names ({url.hostname})"
+                )
+            if url.scheme == "http" and url.hostname not in _LOOPBACK:
+                logging.getLogger(__name__).warning(
+                    "--llm_base_url %s is plain http: the API key and every document go over "
+                    "the network unencrypted",
+                    self.llm_base_url,
                 )
             if not self.llm_model:
                 raise ValueError(f"--context=llm needs --llm_model, got {self.llm_model!r}")

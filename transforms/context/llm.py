@@ -7,14 +7,17 @@ import hashlib
 import json
 import os
 import random
+import re
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import requests  # a dependency of apache-beam itself
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from schemas.records import content_hash
@@ -39,9 +42,12 @@ def build_messages(document: str, chunk_text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
-def cache_key(doc_hash: str, chunk_hash: str, model: str, prompt_version: str) -> str:
-    """sha256 of what determines the LLM's answer."""
-    payload = "\x1f".join((doc_hash, chunk_hash, model, prompt_version))
+def cache_key(
+    doc_hash: str, chunk_hash: str, model: str, prompt_version: str, endpoint: str = ""
+) -> str:
+    """sha256 of what determines the LLM's answer: the texts, the model, the prompt, and the
+    endpoint that serves the model (two servers' "llama-3" need not be the same model)."""
+    payload = "\x1f".join((doc_hash, chunk_hash, model, prompt_version, endpoint))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -66,9 +72,56 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+# A reply longer than this (decoded) is not one line: it is refused unread past it, so a huge
+# or endlessly compressed body costs no memory.
+MAX_REPLY_BYTES = 1 << 20
+# A token count past this in a reply's `usage` is not a count (a Beam counter is an int64).
+MAX_USAGE_TOKENS = 10**9
+# Characters a context line never keeps: controls (C0, DEL, C1), lone surrogates, and the
+# bidirectional and zero-width formatting marks that would hide text from a reader.
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+
+
+class BadReply(ValueError):
+    """The server answered with something that is not a usable reply."""
+
+
+class _BoundedBody:
+    """A reply body decompressed (gzip or deflate, as asked for) at most MAX_REPLY_BYTES far."""
+
+    def __init__(self, encoding: str) -> None:
+        encoding = encoding.strip().lower()
+        if encoding in ("", "identity"):
+            self._inflate = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self._inflate = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
+        else:
+            raise BadReply(f"unsupported Content-Encoding {encoding!r}")
+        self._data = bytearray()
+
+    def feed(self, piece: bytes) -> None:
+        if self._inflate is None:
+            self._data += piece
+        while piece and len(self._data) <= MAX_REPLY_BYTES and self._inflate is not None:
+            room = MAX_REPLY_BYTES + 1 - len(self._data)
+            self._data += self._inflate.decompress(piece, room)
+            piece = self._inflate.unconsumed_tail
+        if len(self._data) > MAX_REPLY_BYTES:
+            raise BadReply(f"reply over {MAX_REPLY_BYTES} bytes")
+
+    def done(self) -> bytes:
+        if self._inflate is not None:
+            self.feed(self._inflate.flush())
+        return bytes(self._data)
+
+
 def clean_llm_line(content: str) -> str:
-    """One line of model output: whitespace collapsed, wrapping quotes removed."""
-    line = " ".join(content.split())
+    """One line of model output: unprintable characters dropped, whitespace collapsed, wrapping
+    quotes removed."""
+    line = " ".join(_UNPRINTABLE.sub(" ", content).split())
     if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'`":
         line = line[1:-1].strip()
     return line
@@ -161,8 +214,9 @@ class LLMContextClient:
         self._rng_lock = threading.Lock()
         self._sleep = sleep
         self.url = config.llm_base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"Content-Type": "application/json"}
+        self._headers = {"Content-Type": "application/json", "Accept-Encoding": "gzip, deflate"}
         key = os.environ.get(config.llm_api_key_env) if config.llm_api_key_env else None
+        self._key = key or ""
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
 
@@ -185,6 +239,7 @@ class LLMContextClient:
             content_hash(chunk_text),
             cfg.llm_model or "",
             cfg.prompt_version,
+            self.url,
         )
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return LLMOutcome(context=self._cap(hit["context"]) or None, cache_hit=True)
@@ -202,44 +257,79 @@ class LLMContextClient:
             retry_after = None
             sent += 1
             try:
-                response = self.session.post(
-                    self.url, json=payload, headers=self._headers, timeout=cfg.llm_timeout_s
-                )
-            except (requests.Timeout, requests.ConnectionError) as e:
-                error = f"{type(e).__name__}: {e}"
+                status, headers, body = self._post(payload)
+            except (requests.RequestException, urllib3.exceptions.HTTPError, BadReply) as e:
+                # Timeouts, refused or dropped connections, a broken chunked body, a reply
+                # over MAX_REPLY_BYTES or past the deadline: retried like a 5xx.
+                error = self._redact(f"{type(e).__name__}: {e}")
             else:
-                status = response.status_code
                 if status == 200:
-                    return self._success(response, messages, key, sent, retries)
-                error = f"HTTP {status}: {response.text[:200]}"
+                    return self._success(body, messages, key, sent, retries)
+                error = self._redact(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
                 if status != 429 and status < 500:
                     break  # a request the server will never accept: do not retry
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = parse_retry_after(headers.get("Retry-After"))
             if attempt == cfg.llm_max_retries:
                 break
             self._sleep(self._delay(attempt, retry_after))
             retries += 1
         return LLMOutcome(context=None, requests=sent, retries=retries, error=error)
 
+    def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """(status, headers, body) of one request, within `llm_timeout_s` overall.
+
+        requests' timeout bounds each socket read, so a server that drips its body a byte at a
+        time would never time out: the body is read as it arrives, against one deadline. It is
+        decompressed here, in bounded steps, and no more than MAX_REPLY_BYTES of it is kept.
+        """
+        timeout = self.config.llm_timeout_s
+        deadline = time.monotonic() + timeout
+        with self.session.post(
+            self.url, json=payload, headers=self._headers, timeout=timeout, stream=True
+        ) as response:
+            body = _BoundedBody(response.headers.get("Content-Encoding", ""))
+            while piece := response.raw.read1(16384, decode_content=False):
+                body.feed(piece)
+                if time.monotonic() > deadline:
+                    raise requests.Timeout(f"reply not complete within {timeout} s")
+            return response.status_code, response.headers, body.done()
+
+    def _redact(self, message: str) -> str:
+        """An error message without the API key (a server may echo the request's headers)."""
+        if self._key:
+            message = message.replace(self._key, "***")
+        return _BEARER.sub(r"\1***", message)
+
+    def _usage(self, usage: Any, name: str, count: Callable[[], int]) -> int:
+        """A usage count the server reported, if it is one; else our own count."""
+        value = usage.get(name) if isinstance(usage, dict) else None
+        valid = isinstance(value, int) and not isinstance(value, bool)
+        return value if valid and 0 <= value <= MAX_USAGE_TOKENS else count()
+
     def _success(
-        self, response: Any, messages: list[dict[str, str]], key: str, sent: int, retries: int
+        self, raw: bytes, messages: list[dict[str, str]], key: str, sent: int, retries: int
     ) -> LLMOutcome:
         try:
-            body = response.json()
+            body = json.loads(raw.decode("utf-8"))
             content = body["choices"][0]["message"]["content"]
             if not isinstance(content, str):
                 raise TypeError(f"content is {type(content).__name__}")
-        except (ValueError, KeyError, IndexError, TypeError) as e:
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:
             return LLMOutcome(
-                None, requests=sent, retries=retries, error=f"malformed response: {e!r}"
+                None,
+                requests=sent,
+                retries=retries,
+                error=self._redact(f"malformed response: {e!r}"[:300]),
             )
-        usage = body.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
-        if not isinstance(prompt_tokens, int):
-            prompt_tokens = sum(self.tokenizer.count(m["content"]) for m in messages)
-        if not isinstance(completion_tokens, int):
-            completion_tokens = self.tokenizer.count(content)
+        usage = body.get("usage")
+        prompt_tokens = self._usage(
+            usage,
+            "prompt_tokens",
+            lambda: sum(self.tokenizer.count(m["content"]) for m in messages),
+        )
+        completion_tokens = self._usage(
+            usage, "completion_tokens", lambda: self.tokenizer.count(content[:MAX_REPLY_BYTES])
+        )
         line = clean_llm_line(content)
         if not line:
             return LLMOutcome(

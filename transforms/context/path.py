@@ -52,6 +52,17 @@ def _clean_cut(prefix: str) -> str:
     return prefix.rstrip().removesuffix(PATH_SEPARATOR.rstrip()).rstrip()
 
 
+# No token of the tiktoken encodings is longer than this many characters (cl100k_base's longest
+# is 128 bytes, o200k_base's 128 too), so no text of more than n * this characters fits in n
+# tokens: a header or an LLM line is cut to that before fitting, and a 80 KB title costs no
+# more than a short one.
+MAX_TOKEN_CHARS = 128
+
+
+def _longest_fit(tokens: int) -> int:
+    return max(tokens, 1) * MAX_TOKEN_CHARS
+
+
 def fit_header(
     header: str,
     text: str,
@@ -69,6 +80,7 @@ def fit_header(
     """
     if not header.strip():
         return None
+    header = header[: _longest_fit(min(budget, max_header_tokens or budget))]
 
     def accept(candidate: str) -> bool:
         if max_header_tokens is not None and tokenizer.count(candidate) > max_header_tokens:
@@ -86,6 +98,7 @@ def fit_header(
 
 def truncate_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     """`text` cut at a token boundary to at most `max_tokens` tokens ("" if none fits)."""
+    text = text[: _longest_fit(max_tokens)]
     if tokenizer.count(text) <= max_tokens:
         return text
     cut = longest_prefix(text, tokenizer, lambda c: tokenizer.count(c) <= max_tokens, _clean_cut)
