@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from schemas.records import Chunk
 from transforms import accounting
@@ -282,6 +283,7 @@ def _skipped_lines(skipped: dict[str, int]) -> str:
 
 def run(argv: list[str] | None = None) -> PipelineResult:
     """Parse flags, build the pipeline, run it on --runner and wait for it."""
+    reject_unknown_flags(sys.argv[1:] if argv is None else argv)  # a typo must not run a job
     options = PipelineOptions(argv)
     options.view_as(ChunkCorpusOptions)  # registers the project flags for --help
     check_runner(options)
