@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -38,7 +40,7 @@ from transforms.incremental import (
     load_previous_run,
     unchanged_event,
 )
-from transforms.read import ReadDocuments, check_patterns
+from transforms.read import ReadDocuments, check_patterns, has_wildcard
 from transforms.write import TABLES, WriteShards
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
@@ -215,25 +217,86 @@ def build_pipeline(
     }
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Refuse to mix two runs' shards in one folder unless --overwrite is given."""
-    existing = []
+SHARD_NAME = re.compile(r"part-\d+-of-\d+\.parquet")  # what WriteShards names a table's files
+
+
+def prepare_output(output: str, overwrite: bool, previous_output: str | None = None) -> None:
+    """Refuse to mix two runs' shards in one folder unless --overwrite is given.
+
+    Nothing is deleted unless the folder holds a complete run (its run_manifest.json), and then
+    only that run's own files: the shards of its tables and its reports. A wildcard in
+    --output, files in a table folder that no run writes, and a --previous_output that is
+    --output itself (compared by real path, so a symlink to it counts) are refused first.
+    """
+    if has_wildcard(output):
+        raise ValueError(
+            f"--output {output} holds a wildcard (*, ? or [): the output is one folder, "
+            "named as it is"
+        )
+    if previous_output:
+        _check_previous_output(output, previous_output)
+    shards, foreign = [], []
     for name in TABLES:
-        existing += [
-            m.path
-            for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list
-        ]
-    for name in REPORT_FILES:
-        path = FileSystems.join(output, name)
-        if FileSystems.exists(path):
-            existing.append(path)
-    if existing and not overwrite:
+        for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list:
+            (shards if SHARD_NAME.fullmatch(m.path.rsplit("/", 1)[-1]) else foreign).append(m.path)
+    reports = [
+        path
+        for path in (FileSystems.join(output, name) for name in REPORT_FILES)
+        if FileSystems.exists(path)
+    ]
+    if foreign:
+        raise ValueError(
+            f"--output {output} holds files that no run of this job writes "
+            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): nothing was "
+            "deleted; choose another folder"
+        )
+    existing = shards + reports
+    if not existing:
+        return
+    manifest = FileSystems.join(output, "run_manifest.json")
+    if not _is_manifest(manifest):
+        raise ValueError(
+            f"--output {output} holds {len(existing)} files of a run but no valid "
+            "run_manifest.json (an incomplete run, or not one of this job); --overwrite "
+            "deletes only a complete run, so nothing was deleted: remove them yourself or "
+            "choose another folder"
+        )
+    if not overwrite:
         raise ValueError(
             f"--output {output} already holds a run ({len(existing)} files); "
             "pass --overwrite to replace it or choose another folder"
         )
-    if existing:
-        FileSystems.delete(existing)
+    FileSystems.delete([p for p in existing if p != manifest] + [manifest])  # the manifest last
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path) if "://" not in path else path.rstrip("/")
+
+
+def _check_previous_output(output: str, previous_output: str) -> None:
+    """--previous_output must be a complete run other than --output, before anything goes."""
+    if _real(previous_output) == _real(output):
+        raise ValueError(
+            f"--previous_output {previous_output} and --output {output} are the same folder "
+            f"({_real(output)}); the run would replace what it reuses"
+        )
+    if not _is_manifest(FileSystems.join(previous_output, "run_manifest.json")):
+        raise ValueError(
+            f"--previous_output {previous_output} has no valid run_manifest.json: not a "
+            "complete run"
+        )
+
+
+def _is_manifest(path: str) -> bool:
+    """Whether `path` is a run manifest of this job (a JSON object with a config fingerprint)."""
+    if not FileSystems.exists(path):
+        return False
+    try:
+        with FileSystems.open(path) as f:
+            manifest = json.loads(f.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "config_fingerprint" in manifest
 
 
 def check_runner(options: PipelineOptions) -> None:
@@ -294,7 +357,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     earlier_runs: list[str] = []
     if not dry_run:
         earlier_runs = check_patterns(config.inputs)
-        prepare_output(config.output, config.overwrite)
+        prepare_output(config.output, config.overwrite, config.previous_output)
     started = time.time()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, earlier_runs)
@@ -307,7 +370,29 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         with FileSystems.open(report_path) as f:
             report = json.loads(f.read().decode("utf-8"))
         print(summary(report, config.output, time.time() - started))
+        check_something_chunked(report, config.output)
     return result
+
+
+class NothingChunkedError(RuntimeError):
+    """The job ran to the end, and every input it read was rejected (or there was none)."""
+
+
+def check_something_chunked(report: dict, output: str) -> None:
+    """Raise NothingChunkedError, saying why, when the run chunked no document and reused none:
+    every input was rejected, or none was read (the tables and reports are written)."""
+    if report["documents_chunked"] or report["documents_unchanged"]:
+        return
+    if report["documents_in"] == 0:
+        skipped = report.get("files_skipped", {})
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
+        why = f"no document was read (files the inputs matched but the job skipped: {reasons})"
+    else:
+        why = (
+            f"all {report['documents_in']} documents were rejected "
+            f"(see {FileSystems.join(output, 'rejects')}/ and cost_report.md)"
+        )
+    raise NothingChunkedError(f"nothing was chunked: {why}")
 
 
 def print_help() -> None:
@@ -332,6 +417,9 @@ def main() -> None:
     except ValueError as e:
         print(f"corpus-chunker: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except NothingChunkedError as e:
+        print(f"corpus-chunker: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,13 @@ def decode(raw: RawDocument) -> str:
         if bom is not None:  # NUL bytes are part of these encodings: no binary test
             text = _strict(data, bom, "by its byte order mark")
         else:
+            utf16 = _utf16_without_bom(data[:4096])
+            if utf16 is not None:
+                raise ExtractError(
+                    "invalid_encoding",
+                    f"looks like {utf16} without a byte order mark (a NUL byte in every other "
+                    "position); save it with a byte order mark, or as UTF-8",
+                )
             if is_binary(data[:4096]):
                 raise ExtractError("binary", "NUL or control bytes in the first 4 KB")
             try:
@@ -116,6 +123,22 @@ def decode(raw: RawDocument) -> str:
                     ) from None
                 text = _strict(data, declared, "as the page declares")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """ "UTF-16-LE" or "UTF-16-BE" when `head` reads as mostly ASCII text in that encoding
+    (NUL in nearly every high byte, hardly any in the low ones), else None."""
+    if len(head) < 32 or b"\x00" not in head:
+        return None
+    even, odd = head[0::2], head[1::2]
+    for name, high, low in (("UTF-16-LE", odd, even), ("UTF-16-BE", even, odd)):
+        if high.count(0) >= 0.9 * len(high) and low.count(0) <= 0.05 * len(low):
+            try:
+                head[: len(head) // 2 * 2].decode(name.lower())
+            except UnicodeDecodeError:
+                continue
+            return name
+    return None
 
 
 def _strict(data: bytes, encoding: str, why: str) -> str:

@@ -333,12 +333,12 @@ def broken_links(pattern: str) -> Iterator[str]:
 
 
 class _MatchFn(beam.DoFn):
-    """A pattern's matched files (FileMetadata), and its broken symlinks with size -1."""
+    """A pattern's matched files (FileMetadata), and its broken symlinks (size 0)."""
 
     def process(self, pattern: str) -> Iterator[FileMetadata]:
         yield from FileSystems.match([pattern])[0].metadata_list
         for path in broken_links(pattern):
-            yield FileMetadata(path, -1, 0.0)
+            yield FileMetadata(path, 0, 0.0)  # what cannot be stat-ed; skipped before the read
 
 
 def _utf8_path(metadata: FileMetadata) -> Iterator:
