@@ -341,6 +341,12 @@ def _skipped_lines(skipped: dict[str, int]) -> str:
             f"  skipped {skipped['output_folder']} files of this job's output folders that "
             "the inputs matched"
         )
+    others = {why: n for why, n in skipped.items() if why not in ("hidden", "output_folder")}
+    if others:  # FIFOs, sockets, broken symlinks, symlinks out of the input folders
+        lines.append(
+            "  skipped files that are not regular files inside the inputs: "
+            + ", ".join(f"{n} {why}" for why, n in sorted(others.items()))
+        )
     return "".join("\n" + line for line in lines)
 
 
