@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines import progress
+from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from pipelines.run_tables import output_bytes
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
@@ -32,7 +35,7 @@ from transforms.context import AddContext
 from transforms.embed_stage import Embed
 from transforms.extract import ExtractText
 from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run
-from transforms.read import ReadDocuments, check_patterns
+from transforms.read import ReadDocuments, check_patterns, has_wildcard
 from transforms.write import REUSED_CHUNK_ROWS, WriteShards
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
@@ -113,25 +116,86 @@ def build_pipeline(
     return JobOutputs(chunks, documents, rejects, manifest)
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Refuse to mix two runs' shards in one folder unless --overwrite is given."""
-    existing = []
+SHARD_NAME = re.compile(r"part-\d+-of-\d+\.parquet")  # what WriteShards names a table's files
+
+
+def prepare_output(output: str, overwrite: bool, previous_output: str | None = None) -> None:
+    """Refuse to mix two runs' shards in one folder unless --overwrite is given.
+
+    Nothing is deleted unless the folder holds a complete run (its run_manifest.json), and then
+    only that run's own files: the shards of its tables and its reports. A wildcard in
+    --output, files in a table folder that no run writes, and a --previous_output that is
+    --output itself (compared by real path, so a symlink to it counts) are refused first.
+    """
+    if has_wildcard(output):
+        raise ValueError(
+            f"--output {output} holds a wildcard (*, ? or [): the output is one folder, "
+            "named as it is"
+        )
+    if previous_output:
+        _check_previous_output(output, previous_output)
+    shards, foreign = [], []
     for name in TABLES:
-        existing += [
-            m.path
-            for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list
-        ]
-    for name in REPORT_FILES:
-        path = FileSystems.join(output, name)
-        if FileSystems.exists(path):
-            existing.append(path)
-    if existing and not overwrite:
+        for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list:
+            (shards if SHARD_NAME.fullmatch(m.path.rsplit("/", 1)[-1]) else foreign).append(m.path)
+    reports = [
+        path
+        for path in (FileSystems.join(output, name) for name in REPORT_FILES)
+        if FileSystems.exists(path)
+    ]
+    if foreign:
+        raise ValueError(
+            f"--output {output} holds files that no run of this job writes "
+            f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): nothing was "
+            "deleted; choose another folder"
+        )
+    existing = shards + reports
+    if not existing:
+        return
+    manifest = FileSystems.join(output, "run_manifest.json")
+    if not _is_manifest(manifest):
+        raise ValueError(
+            f"--output {output} holds {len(existing)} files of a run but no valid "
+            "run_manifest.json (an incomplete run, or not one of this job); --overwrite "
+            "deletes only a complete run, so nothing was deleted: remove them yourself or "
+            "choose another folder"
+        )
+    if not overwrite:
         raise ValueError(
             f"--output {output} already holds a run ({len(existing)} files); "
             "pass --overwrite to replace it or choose another folder"
         )
-    if existing:
-        FileSystems.delete(existing)
+    FileSystems.delete([p for p in existing if p != manifest] + [manifest])  # the manifest last
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path) if "://" not in path else path.rstrip("/")
+
+
+def _check_previous_output(output: str, previous_output: str) -> None:
+    """--previous_output must be a complete run other than --output, before anything goes."""
+    if _real(previous_output) == _real(output):
+        raise ValueError(
+            f"--previous_output {previous_output} and --output {output} are the same folder "
+            f"({_real(output)}); the run would replace what it reuses"
+        )
+    if not _is_manifest(FileSystems.join(previous_output, "run_manifest.json")):
+        raise ValueError(
+            f"--previous_output {previous_output} has no valid run_manifest.json: not a "
+            "complete run"
+        )
+
+
+def _is_manifest(path: str) -> bool:
+    """Whether `path` is a run manifest of this job (a JSON object with a config fingerprint)."""
+    if not FileSystems.exists(path):
+        return False
+    try:
+        with FileSystems.open(path) as f:
+            manifest = json.loads(f.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "config_fingerprint" in manifest
 
 
 def check_runner(options: PipelineOptions) -> None:
@@ -216,6 +280,12 @@ def _skipped_lines(skipped: dict[str, int]) -> str:
             f"  skipped {skipped['output_folder']} files of this job's output folders that "
             "the inputs matched"
         )
+    others = {why: n for why, n in skipped.items() if why not in ("hidden", "output_folder")}
+    if others:  # FIFOs, sockets, broken symlinks, symlinks out of the input folders
+        lines.append(
+            "  skipped files that are not regular files inside the inputs: "
+            + ", ".join(f"{n} {why}" for why, n in sorted(others.items()))
+        )
     return "".join("\n" + line for line in lines)
 
 
@@ -236,6 +306,7 @@ def _estimate_lines(config: JobConfig, report: dict) -> list[str]:
 
 def run(argv: list[str] | None = None) -> PipelineResult:
     """Parse flags, build the pipeline, run it on --runner and wait for it."""
+    reject_unknown_flags(sys.argv[1:] if argv is None else argv)  # a typo must not run a job
     options = PipelineOptions(argv)
     quiet = options.view_as(ChunkCorpusOptions).quiet  # also registers the project flags
     check_runner(options)
@@ -246,7 +317,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     earlier_runs: list[str] = []
     if not dry_run:
         earlier_runs = check_patterns(config.inputs)
-        prepare_output(config.output, config.overwrite)
+        prepare_output(config.output, config.overwrite, config.previous_output)
     started = time.time()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, earlier_runs)
@@ -260,6 +331,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         seconds = time.time() - started
         sizes = output_bytes(config.output)
         print(summary(report, config.output, seconds, sizes, _estimate_lines(config, report)))
+        check_something_chunked(report, config.output)
     return result
 
 
@@ -306,6 +378,27 @@ def version() -> str:
     return f"corpus-chunker {ours} (apache-beam {beam.__version__}, Python {python})"
 
 
+class NothingChunkedError(RuntimeError):
+    """The job ran to the end, and every input it read was rejected (or there was none)."""
+
+
+def check_something_chunked(report: dict, output: str) -> None:
+    """Raise NothingChunkedError, saying why, when the run chunked no document and reused none:
+    every input was rejected, or none was read (the tables and reports are written)."""
+    if report["documents_chunked"] or report["documents_unchanged"]:
+        return
+    if report["documents_in"] == 0:
+        skipped = report.get("files_skipped", {})
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
+        why = f"no document was read (files the inputs matched but the job skipped: {reasons})"
+    else:
+        why = (
+            f"all {report['documents_in']} documents were rejected "
+            f"(see {FileSystems.join(output, 'rejects')}/ and cost_report.md)"
+        )
+    raise NothingChunkedError(f"nothing was chunked: {why}")
+
+
 def print_help() -> None:
     import argparse
 
@@ -342,6 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         print(f"corpus-chunker: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except NothingChunkedError as e:
+        print(f"corpus-chunker: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

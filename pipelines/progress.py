@@ -27,9 +27,9 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
+from transforms.common import NAMESPACE
 from transforms.progress import PROGRESS_DIR_ENV
 
-NAMESPACE = "corpus_chunker"
 TTY_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 10.0
 # What the line is made of (counter names the stages report in NAMESPACE).

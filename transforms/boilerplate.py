@@ -306,26 +306,27 @@ def _drop_mask(infos: list[_LineInfo], keys: list[str | None], boiler: set[str])
     return drop
 
 
-def _remove(doc: Document, boiler: set[str]) -> tuple[Document, int, int, bool]:
-    """`remove_lines`, plus whether the whole document was boilerplate (and so kept as it was)."""
+def _remove(doc: Document, boiler: set[str]) -> tuple[Document, list[str], int, bool]:
+    """`remove_lines` with the removed lines themselves, plus whether the whole document was
+    boilerplate (and so kept as it was)."""
     if not boiler:
-        return doc, 0, 0, False
+        return doc, [], 0, False
     lines = doc.text.splitlines(keepends=True)
     infos = _removable(doc, lines)
     if infos is None:
-        return doc, 0, 0, False
+        return doc, [], 0, False
     drop = _drop_mask(infos, [line_key(line) for line in lines], boiler)
-    removed = sum(drop)
+    removed = [line for line, gone in zip(lines, drop, strict=True) if gone]
     if not removed:
-        return doc, 0, 0, False
+        return doc, [], 0, False
     text = "".join(line for line, gone in zip(lines, drop, strict=True) if not gone)
     if not text.strip():
-        return doc, 0, 0, True
+        return doc, [], 0, True
     new_doc = replace(
         doc,
         text=text,
         content_hash=content_hash(text),
-        boilerplate_lines_removed=doc.boilerplate_lines_removed + removed,
+        boilerplate_lines_removed=doc.boilerplate_lines_removed + len(removed),
     )
     return new_doc, removed, len(doc.text) - len(text), False
 
@@ -339,7 +340,7 @@ def remove_lines(doc: Document, boilerplate_keys: set[str]) -> tuple[Document, i
     near-duplicate the detection cannot tell from a template than a file with no content.
     """
     new_doc, removed, chars, _ = _remove(doc, boilerplate_keys)
-    return new_doc, removed, chars
+    return new_doc, len(removed), chars
 
 
 # --- Beam -----------------------------------------------------------------------------------
@@ -384,6 +385,7 @@ class _RemoveLinesFn(beam.DoFn):
         self.chars_removed = Metrics.counter(NAMESPACE, "boilerplate_chars_removed")
         self.docs_changed = Metrics.counter(NAMESPACE, "boilerplate_docs_changed")
         self.docs_kept_whole = Metrics.counter(NAMESPACE, "boilerplate_docs_all_boilerplate_kept")
+        self.count_failures = Metrics.counter(NAMESPACE, "boilerplate_count_failures")
 
     def setup(self) -> None:
         from transforms.chunking.tokens import make_tokenizer
@@ -399,18 +401,34 @@ class _RemoveLinesFn(beam.DoFn):
         keys = set(boilerplate.get(group_of(doc), ()))
         new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
         if removed:
-            # Tokens the job no longer embeds (and pays for), for the cost report.
-            tokens = self.tokenizer.count(doc.text) - self.tokenizer.count(new_doc.text)
+            # Tokens the job no longer embeds (and pays for), for the cost report: those of the
+            # removed lines, each counted alone. Never the whole document: tiktoken's
+            # pre-tokenizer recurses over a whitespace run, and a long enough one overflows
+            # its stack (a Rust panic, which no `except Exception` catches).
+            tokens = self._count_lines(removed)
+            if tokens is None:
+                self.count_failures.inc()
+                yield doc  # kept whole: its lines are chunked, and priced, as they are
+                return
             new_doc = replace(
                 new_doc, boilerplate_tokens_removed=doc.boilerplate_tokens_removed + tokens
             )
             self.tokens_removed.inc(tokens)
-            self.lines_removed.inc(removed)
+            self.lines_removed.inc(len(removed))
             self.chars_removed.inc(chars)
             self.docs_changed.inc()
         elif all_boilerplate:
             self.docs_kept_whole.inc()
         yield new_doc
+
+    def _count_lines(self, lines: list[str]) -> int | None:
+        """The tokens of `lines`, each encoded alone; None when the tokenizer fails on one."""
+        try:
+            return sum(self.tokenizer.count(line) for line in lines)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # pyo3's PanicException derives from BaseException
+            return None
 
 
 class RemoveBoilerplate(beam.PTransform):

@@ -1,7 +1,7 @@
 """Extract clean text: decode, detect the type, run trafilatura on HTML (with a time limit).
 
 Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
-invalid_encoding, empty, extract_timeout, extract_failed, empty_after_extraction).
+invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction).
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from transforms import progress
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import detect, is_binary
 
-_ATX_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# The heading's text is taken greedily and its closing "#"s stripped after: a lazy group
+# before `[ \t#]*$` backtracked quadratically on a long line ("# a" + 20,000 spaces + "x").
+_ATX_HEADING = re.compile(r"^#{1,6}[ \t]+(\S.*)$", re.MULTILINE)
+MAX_WHITESPACE_RUN = 1000
+"""Longer runs of spaces and tabs (no newline) are cut to this many characters: they carry no
+text, and tiktoken's pre-tokenizer overflows its stack on a run of about a million of them
+followed by a word (a panic that no `except Exception` catches)."""
+_LONG_WHITESPACE_RUN = re.compile(rf"[^\S\n]{{{MAX_WHITESPACE_RUN + 1},}}")
 
 
 class ExtractError(Exception):
@@ -30,6 +37,9 @@ class ExtractError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+    def __reduce__(self):  # it comes back from the extraction child process pickled
+        return type(self), (self.reason, str(self))
 
 
 # Byte order marks, UTF-32 before UTF-16 (FF FE 00 00 starts with FF FE).
@@ -88,6 +98,13 @@ def decode(raw: RawDocument) -> str:
         if bom is not None:  # NUL bytes are part of these encodings: no binary test
             text = _strict(data, bom, "by its byte order mark")
         else:
+            utf16 = _utf16_without_bom(data[:4096])
+            if utf16 is not None:
+                raise ExtractError(
+                    "invalid_encoding",
+                    f"looks like {utf16} without a byte order mark (a NUL byte in every other "
+                    "position); save it with a byte order mark, or as UTF-8",
+                )
             if is_binary(data[:4096]):
                 raise ExtractError("binary", "NUL or control bytes in the first 4 KB")
             try:
@@ -109,6 +126,22 @@ def decode(raw: RawDocument) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _utf16_without_bom(head: bytes) -> str | None:
+    """ "UTF-16-LE" or "UTF-16-BE" when `head` reads as mostly ASCII text in that encoding
+    (NUL in nearly every high byte, hardly any in the low ones), else None."""
+    if len(head) < 32 or b"\x00" not in head:
+        return None
+    even, odd = head[0::2], head[1::2]
+    for name, high, low in (("UTF-16-LE", odd, even), ("UTF-16-BE", even, odd)):
+        if high.count(0) >= 0.9 * len(high) and low.count(0) <= 0.05 * len(low):
+            try:
+                head[: len(head) // 2 * 2].decode(name.lower())
+            except UnicodeDecodeError:
+                continue
+            return name
+    return None
+
+
 def _strict(data: bytes, encoding: str, why: str) -> str:
     try:
         return data.decode(encoding)
@@ -125,7 +158,12 @@ def _where(e: UnicodeDecodeError, data: bytes) -> str:
 
 def first_heading(text: str) -> str | None:
     m = _ATX_HEADING.search(text[:20_000])
-    return m.group(1).strip() if m else None
+    return (m.group(1).rstrip(" \t#").strip() or None) if m else None
+
+
+def cut_whitespace_runs(text: str) -> str:
+    """`text` with every run of more than MAX_WHITESPACE_RUN spaces or tabs cut to that many."""
+    return _LONG_WHITESPACE_RUN.sub(lambda m: m.group()[:MAX_WHITESPACE_RUN], text)
 
 
 HtmlExtractor = Callable[[str], "object"]
@@ -133,7 +171,7 @@ HtmlExtractor = Callable[[str], "object"]
 
 def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Document:
     """Pure core: one raw input to one Document, or ExtractError."""
-    text = decode(raw)
+    text = cut_whitespace_runs(decode(raw))
     if not text.strip():
         raise ExtractError("empty", "no text (empty or whitespace only)")
     detected = detect(raw.source, text[:8192])
@@ -169,9 +207,12 @@ def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Documen
 
 
 def _html_to_markdown(html: str):
-    from transforms.html import html_to_markdown
+    from transforms.html import HtmlTooDeep, html_to_markdown
 
-    return html_to_markdown(html)
+    try:
+        return html_to_markdown(html)
+    except HtmlTooDeep as e:
+        raise ExtractError("too_deep", str(e)) from None
 
 
 class _ExtractFn(beam.DoFn):

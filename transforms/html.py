@@ -44,14 +44,14 @@ from dataclasses import dataclass
 
 import trafilatura
 from lxml.etree import XPath
-from lxml.html import HtmlElement
+from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
 try:  # the very expressions trafilatura uses to find a content container
     from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
 except ImportError:  # pragma: no cover - layout of a future trafilatura
     _CONTAINER_XPATHS = [XPath("(.//article|.//main|.//*[@role='main'])[1]")]
 
-__all__ = ["HtmlExtraction", "html_to_markdown"]
+__all__ = ["HtmlExtraction", "HtmlTooDeep", "html_to_markdown"]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -78,12 +78,13 @@ class HtmlExtraction:
 def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     """Extract the main content of an HTML page as Markdown, with its headings, plus metadata.
 
+    Raises HtmlTooDeep for a page nested deeper than the parser can build.
     ``source`` (a path or URI) only labels log messages. The URL comes from the page itself
     (``<link rel="canonical">``, ``og:url``...), via trafilatura's metadata extraction.
     ``language`` is trafilatura's (only set when its language detector is installed),
     else the language the page declares (``<html lang>``, Content-Language, og:locale).
     """
-    tree = trafilatura.load_html(html)
+    tree = _load_html(html)
     if tree is None:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
@@ -111,6 +112,51 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
     )
+
+
+class HtmlTooDeep(ValueError):
+    """A page nested deeper than the HTML parser can build (libxml2's limit)."""
+
+
+# libxml2 stops building the tree at 256 nested elements (2048 with XML_PARSE_HUGE, lxml's
+# huge_tree) and drops everything deeper without an error the caller sees: a page of 300
+# nested <div> came out empty. Such a page is parsed again with huge_tree, and one nested past
+# that limit too is refused as too deep rather than extracted with its text cut off.
+DEFAULT_DEPTH_LIMIT = 256
+HUGE_DEPTH_LIMIT = 2048
+_AT_DEFAULT_LIMIT = XPath("/*" * (DEFAULT_DEPTH_LIMIT - 1))  # an element at the deepest level
+
+
+def _huge_parser() -> HTMLParser:
+    # trafilatura's own parser settings (trafilatura.utils.HTML_PARSER), with huge_tree
+    return HTMLParser(
+        collect_ids=False,
+        default_doctype=False,
+        encoding="utf-8",
+        remove_comments=True,
+        remove_pis=True,
+        huge_tree=True,
+    )
+
+
+def _load_html(html: str | bytes) -> HtmlElement | None:
+    """trafilatura's `load_html`, parsed again past libxml2's default depth when it hit it.
+
+    Raises HtmlTooDeep for a page nested deeper than HUGE_DEPTH_LIMIT elements.
+    """
+    tree = trafilatura.load_html(html)
+    if tree is None or not _AT_DEFAULT_LIMIT(tree.getroottree().getroot()):
+        return tree
+    parser = _huge_parser()
+    data = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
+    deep = document_fromstring(data, parser=parser)
+    limit = next((e for e in parser.error_log if e.type_name == "ERR_RESOURCE_LIMIT"), None)
+    if limit is not None:
+        raise HtmlTooDeep(
+            f"HTML nested deeper than {HUGE_DEPTH_LIMIT} elements, the limit of the HTML parser "
+            f"(libxml2 with XML_PARSE_HUGE: {limit.message})"
+        )
+    return deep
 
 
 def _drop_headerlinks(tree: HtmlElement) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
@@ -24,6 +25,7 @@ from transforms import progress
 from transforms.accounting import DocumentIn, FileSkipped
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
+from transforms.files import ReadError, is_local, open_matched, read_up_to, special_file
 
 
 def relative_source(path: str, root: str) -> str:
@@ -108,7 +110,16 @@ def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawD
     source = f"{path}#L{line_no}"
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as e:
+    except RecursionError:
+        return Reject(
+            source,
+            "read",
+            "too_deep",
+            f"line {line_no}: JSON nested deeper than Python's recursion limit "
+            f"({sys.getrecursionlimit()})",
+            record_id(path, line_no, {}, root),
+        )
+    except ValueError as e:  # JSONDecodeError, and integers past Python's digit limit
         return Reject(source, "read", "invalid_json", f"line {line_no}: {e}")
     if not isinstance(record, dict):
         return Reject(source, "read", "record_not_object", f"line {line_no}: {line[:200]}")
@@ -149,65 +160,95 @@ class _ReadFileFn(beam.DoFn):
         self.records = progress.counter(NAMESPACE, "jsonl_records_read")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
 
+    def _reject(self, path: str, reason: str, error: str) -> beam.pvalue.TaggedOutput:
+        return beam.pvalue.TaggedOutput(
+            REJECTS, Reject.of_error(path, "read", reason, error, document_id(path, self.root))
+        )
+
     def process(self, readable: fileio.ReadableFile) -> Iterator:
         path = readable.metadata.path
         self.files.inc()
-        try:
-            if extension(path) in JSONL_EXTENSIONS:
-                yield from self._records(readable, path)
-                return
-            with readable.open(compression_type=CompressionTypes.AUTO) as f:
-                data = f.read(self.max_file_bytes + 1)
-        except Exception as e:  # an unreadable file is one reject, never a failed job
-            yield beam.pvalue.TaggedOutput(
-                REJECTS,
-                Reject.of_error(path, "read", "unreadable", e, document_id(path, self.root)),
-            )
+        if extension(path) in JSONL_EXTENSIONS:
+            yield from self._records(readable.metadata, path)
             return
-        if len(data) > self.max_file_bytes:
-            yield beam.pvalue.TaggedOutput(
-                REJECTS,
-                Reject(
-                    path,
-                    "read",
-                    "too_large",
-                    f"over --max_file_bytes={self.max_file_bytes}",
-                    document_id(path, self.root),
-                ),
+        try:
+            with open_matched(path, readable.metadata) as (f, compression, size):
+                if (
+                    compression == CompressionTypes.UNCOMPRESSED
+                    and (size or 0) > self.max_file_bytes
+                ):
+                    data = None  # over the limit on disk: not read at all
+                else:  # a compressed file stops decompressing one step past the limit
+                    data = read_up_to(f, self.max_file_bytes + 1)
+        except ReadError as e:
+            yield self._reject(path, e.reason, str(e))
+            return
+        except Exception as e:  # an unreadable file is one reject, never a failed job
+            yield self._reject(path, "unreadable", repr(e))
+            return
+        if data is None or len(data) > self.max_file_bytes:
+            what = "decompressed to" if compression != CompressionTypes.UNCOMPRESSED else "is"
+            yield self._reject(
+                path, "too_large", f"{what} over --max_file_bytes={self.max_file_bytes} bytes"
             )
             return
         self.bytes_read.inc(len(data))
         yield RawDocument(source=path, doc_id=document_id(path, self.root), data=data)
 
-    def _records(self, readable: fileio.ReadableFile, path: str) -> Iterator:
-        with readable.open(compression_type=CompressionTypes.AUTO) as f:
-            for line_no, (raw, size) in enumerate(bounded_lines(f, self.max_file_bytes), start=1):
-                if raw is None:
-                    yield beam.pvalue.TaggedOutput(
-                        REJECTS,
-                        Reject(
-                            f"{path}#L{line_no}",
-                            "read",
-                            "too_large",
-                            f"line {line_no}: a record of {size} bytes, over "
-                            f"--max_file_bytes={self.max_file_bytes}",
-                            record_id(path, line_no, {}, self.root),
-                        ),
-                    )
-                    continue
-                self.bytes_read.inc(size)
-                try:
-                    line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-                except UnicodeDecodeError as e:
-                    yield beam.pvalue.TaggedOutput(
-                        REJECTS, Reject(f"{path}#L{line_no}", "read", "invalid_utf8", str(e))
-                    )
-                    continue
-                if not line.strip():
-                    continue
-                self.records.inc()
+    def _records(self, matched, path: str) -> Iterator:
+        """The records of a JSONL file, each line on its own: a bad line is one reject."""
+        try:
+            # its records are out as they are read, so only a change before the first line
+            # can reject the file
+            with open_matched(path, matched, check_after=False) as (f, _, _):
+                yield from self._lines(f, path)
+        except ReadError as e:
+            yield self._reject(path, e.reason, str(e))
+        except Exception as e:
+            yield self._reject(path, "unreadable", repr(e))
+
+    def _lines(self, f, path: str) -> Iterator:
+        seen: dict[str, int] = {}  # record id -> the line that first used it
+        for line_no, (raw, size) in enumerate(bounded_lines(f, self.max_file_bytes), start=1):
+            if raw is None:
+                yield beam.pvalue.TaggedOutput(
+                    REJECTS,
+                    Reject(
+                        f"{path}#L{line_no}",
+                        "read",
+                        "too_large",
+                        f"line {line_no}: a record of {size} bytes, over "
+                        f"--max_file_bytes={self.max_file_bytes}",
+                        record_id(path, line_no, {}, self.root),
+                    ),
+                )
+                continue
+            self.bytes_read.inc(size)
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                yield beam.pvalue.TaggedOutput(
+                    REJECTS, Reject(f"{path}#L{line_no}", "read", "invalid_utf8", str(e))
+                )
+                continue
+            if not line.strip():
+                continue
+            self.records.inc()
+            try:
                 out = parse_jsonl_line(path, line_no, line, self.root)
-                yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
+            except Exception as e:  # one bad record is one reject, never the whole file
+                out = Reject.of_error(f"{path}#L{line_no}", "read", "invalid_record", e)
+            if isinstance(out, RawDocument):
+                first = seen.setdefault(out.doc_id, line_no)
+                if first != line_no:
+                    out = Reject(
+                        out.source,
+                        "read",
+                        "duplicate_id",
+                        f"line {line_no}: the record id of line {first} again; the first one "
+                        "is kept",
+                    )
+            yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
 
 
 def bounded_lines(f, limit: int, chunk_bytes: int = 1 << 20) -> Iterator[tuple[bytes | None, int]]:
@@ -252,32 +293,89 @@ def printable_path(path: str) -> str:
 
 
 BAD_NAMES = "bad_names"
-SKIPPED = "skipped"  # why a matched file is not read: "hidden" or "output_folder"
+# why a matched file is not read: "hidden" or "output_folder" (by rule), or for a local path
+# "fifo", "socket", "device", "dangling_symlink", "symlink_loop" or "outside_input_root" (a
+# symlink whose real path lies outside every input folder)
+SKIPPED = "skipped"
 RUN_MARKERS = frozenset({"run_manifest.json", "cost_report.json"})  # what every run writes
 
 
-def _utf8_path(metadata) -> Iterator:
-    """A matched file's path; a name that is not UTF-8 (which nothing downstream, Beam's coders
-    included, can carry as text) goes to BAD_NAMES with its bytes written as escapes."""
+def broken_links(pattern: str) -> Iterator[str]:
+    """The symlinks a local wildcard pattern matches whose target is missing or loops back.
+
+    Beam's local match lists a folder and drops every file it cannot stat, silently; these are
+    what it drops, found with the same listing (symlinked folders are not followed either).
+    """
+    if not is_local(pattern) or not has_wildcard(pattern):
+        return
+    from apache_beam.io.filesystem import FileSystem
+
+    if pattern.endswith("/"):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    match = re.compile(FileSystem.translate_pattern(pattern)).match
+    folders = [os.path.dirname(prefix) or "."]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                listed = list(entries)
+        except OSError:  # a folder that vanished or cannot be listed: Beam's match saw the same
+            continue
+        for entry in listed:
+            try:
+                is_dir = entry.is_dir()  # follows a link, as os.walk does, then does not enter it
+            except OSError:  # a symlink loop
+                is_dir = False
+            if is_dir:
+                if not entry.is_symlink():
+                    folders.append(entry.path)
+            elif entry.is_symlink() and match(entry.path) and not os.path.exists(entry.path):
+                yield entry.path
+
+
+class _MatchFn(beam.DoFn):
+    """A pattern's matched files (FileMetadata), and its broken symlinks (size 0)."""
+
+    def process(self, pattern: str) -> Iterator[FileMetadata]:
+        yield from FileSystems.match([pattern])[0].metadata_list
+        for path in broken_links(pattern):
+            yield FileMetadata(path, 0, 0.0)  # what cannot be stat-ed; skipped before the read
+
+
+def _utf8_path(metadata: FileMetadata) -> Iterator:
+    """(a matched file's path, its metadata); a name that is not UTF-8 (which nothing
+    downstream, Beam's coders included, can carry as text) goes to BAD_NAMES with its bytes
+    written as escapes, and no metadata."""
     path = metadata.path
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        yield beam.pvalue.TaggedOutput(BAD_NAMES, printable_path(path))
+        yield beam.pvalue.TaggedOutput(BAD_NAMES, (printable_path(path), None))
         return
-    yield path
+    yield path, metadata
+
+
+def _first(items: Iterable):
+    """Any one of `items` (they are the same file's metadata, matched by several patterns)."""
+    return next(iter(items))
 
 
 class _SkipFn(beam.DoFn):
-    """Drops what the job must not read: files of its own output folders, and hidden files
-    (a name starting with "." below a pattern's literal folder) that a wildcard matched, unless
-    that pattern spells a hidden name or another pattern names the file."""
+    """Drops what the job must not read: files of its own output folders; hidden files (a name
+    starting with "." below a pattern's literal folder) that a wildcard matched, unless that
+    pattern spells a hidden name or another pattern names the file; and, on a local disk, what
+    is not a regular file (a FIFO, whose open would wait forever, a socket, a device, a broken
+    symlink) and symlinks that a wildcard matched whose real path lies outside every input
+    folder (a file the corpus only points to; name it in an --input to read it).
+
+    Elements are (path, FileMetadata or None); each skip goes to SKIPPED with its reason."""
 
     def __init__(self, patterns: Sequence[str], exclude: Sequence[str] = ()) -> None:
         self.patterns = list(patterns)
         self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
         self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
         self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
+        self.special = Metrics.counter(NAMESPACE, "special_files_skipped")
 
     def setup(self) -> None:
         from apache_beam.io.filesystem import FileSystem
@@ -288,8 +386,21 @@ class _SkipFn(beam.DoFn):
             for p in self.patterns
             if has_wildcard(p)
         ]
+        # where a symlink may lead: into the real folder of any wildcard pattern
+        self.roots = [
+            os.path.realpath(folder or ".") for _, _, folder in self.wild if is_local(folder)
+        ]
 
-    def process(self, path: str) -> Iterator[str]:
+    def _outside_roots(self, path: str) -> bool:
+        if path in self.literals or not os.path.islink(path):
+            return False
+        real = os.path.realpath(path)
+        return not any(
+            real == root or real.startswith(root.rstrip("/") + "/") for root in self.roots
+        )
+
+    def process(self, element: tuple) -> Iterator[tuple]:
+        path, metadata = element
         if path.startswith(self.exclude):
             self.excluded.inc()
             yield beam.pvalue.TaggedOutput(SKIPPED, "output_folder")
@@ -304,7 +415,19 @@ class _SkipFn(beam.DoFn):
                 self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
                 yield beam.pvalue.TaggedOutput(SKIPPED, "hidden")
                 return
-        yield path
+        if metadata is not None and is_local(path):
+            why = special_file(path) or (
+                "outside_input_root" if self._outside_roots(path) else None
+            )
+            if why is not None:
+                self.special.inc()
+                yield beam.pvalue.TaggedOutput(SKIPPED, why)
+                return
+        yield element
+
+
+def _sampled(element: tuple, fraction: float, root: str) -> bool:
+    return in_sample(element[0], fraction, root)
 
 
 @dataclass(frozen=True)
@@ -355,7 +478,7 @@ class ReadDocuments(beam.PTransform):
         names = (
             pbegin
             | "File patterns" >> beam.Create(self.patterns)
-            | "Match files" >> fileio.MatchAll()
+            | "Match files" >> beam.ParDo(_MatchFn())
             | "Paths" >> beam.FlatMap(_utf8_path).with_outputs(BAD_NAMES, main="paths")
         )
 
@@ -365,17 +488,18 @@ class ReadDocuments(beam.PTransform):
             # once per file however many patterns match it, then as --estimate_sample says
             split = (
                 pcoll
-                | f"Dedupe {label}" >> beam.Distinct()
-                | f"Skip hidden and output {label}"
+                | f"Dedupe {label}" >> beam.CombinePerKey(_first)
+                | f"Skip hidden, special and output {label}"
                 >> beam.ParDo(_SkipFn(self.patterns, self.exclude)).with_outputs(
                     SKIPPED, main="kept"
                 )
             )
             skipped.append(split[SKIPPED])
-            return split.kept | f"Sample {label}" >> beam.Filter(in_sample, self.sample, self.root)
+            return split.kept | f"Sample {label}" >> beam.Filter(_sampled, self.sample, self.root)
 
         read = (
             keep(names.paths, "paths")
+            | "Matched metadata" >> beam.Values()
             | "Open files" >> fileio.ReadMatches()
             | "Read contents"
             >> beam.ParDo(_ReadFileFn(self.max_file_bytes, self.root)).with_outputs(
@@ -383,12 +507,12 @@ class ReadDocuments(beam.PTransform):
             )
         )
         bad_names = keep(names[BAD_NAMES], "bad names") | "Reject bad names" >> beam.Map(
-            lambda shown, root=self.root: Reject(
-                shown,
+            lambda element, root=self.root: Reject(
+                element[0],
                 "read",
                 "invalid_file_name",
                 "the file name is not valid UTF-8; rename the file to read it",
-                document_id(shown, root),
+                document_id(element[0], root),
             )
         )
         rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
@@ -411,7 +535,9 @@ def check_patterns(patterns: Sequence[str]) -> list[str]:
     for pattern in patterns:
         result = FileSystems.match([pattern])[0]
         if not result.metadata_list:
-            raise ValueError(f"--input pattern {pattern!r} matches no file")
+            why = special_file(pattern) if is_local(pattern) and not has_wildcard(pattern) else None
+            detail = f" (it is a {why.replace('_', ' ')})" if why else ""
+            raise ValueError(f"--input pattern {pattern!r} matches no file{detail}")
         for metadata in result.metadata_list:
             folder, _, name = metadata.path.rpartition("/")
             if name in RUN_MARKERS:

@@ -1,0 +1,455 @@
+"""Nothing a corpus holds, and no typo, breaks a run or loses data (issue 14, the input side).
+
+The bad-input suite runs the whole job once over a folder of every kind of bad input
+(tests/bad_inputs.py) and checks what became of each; the other tests pin one failure each.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.localfilesystem import LocalFileSystem
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+import pipelines.chunk_corpus as job
+from pipelines.chunk_corpus import NothingChunkedError, prepare_output, run
+from pipelines.flags import unknown_flag_error
+from schemas.records import Document, RawDocument, Reject, content_hash
+from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, write_bad_corpus
+from tests.tables import report, rows
+from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
+from transforms.chunking.tokens import TiktokenTokenizer
+from transforms.extract import (
+    MAX_WHITESPACE_RUN,
+    ExtractError,
+    _html_to_markdown,
+    extract_document,
+    first_heading,
+)
+from transforms.html import HtmlTooDeep, html_to_markdown
+from transforms.read import _ReadFileFn, check_patterns
+
+CHUNK_SIZE = 192
+
+
+# --- Typo'd flags ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "suggestion"),
+    [
+        ("--chunk-size=100", "--chunk_size"),
+        ("--chunksize", "--chunk_size"),
+        ("--embeding_model=none", "--embedding_model"),
+        ("--overwirte", "--overwrite"),
+        ("--estimat", "--estimate"),
+        ("--job_endpiont=localhost:8099", "--job_endpoint"),  # a Beam flag, misspelt
+    ],
+)
+def test_an_unknown_flag_fails_before_anything_runs(
+    tmp_path, monkeypatch, capsys, flag, suggestion
+):
+    out = tmp_path / "out"
+    # an input that matches nothing: the flag error must come first, before any file is looked at
+    argv = ["corpus-chunker", "--input", str(tmp_path / "none*"), "--output", str(out), flag]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        job.main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert flag.split("=")[0] in err
+    assert f"did you mean {suggestion}?" in err
+    assert not out.exists()
+
+
+def test_beam_flags_and_project_flags_are_known():
+    argv = ["--input", "a", "--output", "b", "--chunk_size", "100", "--overwrite"]
+    argv += ["--runner=PortableRunner", "--job_endpoint=localhost:8099"]
+    argv += ["--environment_type=LOOPBACK", "--direct_num_workers=2", "--project=my-project"]
+    argv += ["--no_auth", "--dry_run=True", "--setup_file", "./setup.py", "--parallelism=4"]
+    argv += ["--flink_master=localhost:8081", "--no_save_main_session", "--experiments=x"]
+    assert unknown_flag_error(argv) is None
+    assert "unexpected argument 'docs/'" in unknown_flag_error([*argv, "docs/"])
+    assert "invalid int value" in unknown_flag_error(["--chunk_size=abc"])
+
+
+# --- Reading: special files, links, vanishing files, bombs, JSONL ----------------------------
+
+
+def _read(path: str, limit: int = MAX_FILE_BYTES, matched: FileMetadata | None = None) -> list:
+    """What the read stage makes of one file: RawDocuments and Rejects."""
+    if matched is None:
+        st = os.stat(path)
+        matched = FileMetadata(path, st.st_size, st.st_mtime)
+    out = []
+    for item in _ReadFileFn(limit, os.path.dirname(path)).process(fileio.ReadableFile(matched)):
+        out.append(item.value if isinstance(item, beam.pvalue.TaggedOutput) else item)
+    return out
+
+
+def test_opening_a_fifo_does_not_wait_for_a_writer(tmp_path):
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    (got,) = _read(str(fifo), matched=FileMetadata(str(fifo), 0, os.stat(fifo).st_mtime))
+    assert (got.stage, got.reason) == ("read", "not_a_regular_file")
+    assert "fifo" in got.error
+
+
+def test_a_file_that_cannot_be_opened_is_rejected_with_the_reason(tmp_path, monkeypatch):
+    # The tests run as root, whom chmod 000 does not stop: the open is refused for it instead.
+    path = tmp_path / "secret.txt"
+    path.write_text("text")
+    real_open = os.open
+
+    def refuse(name, *args, **kwargs):
+        if os.fspath(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("transforms.files.os.open", refuse)
+    (got,) = _read(str(path))
+    assert (got.stage, got.reason) == ("read", "permission_denied")
+
+
+def test_a_file_that_changes_or_vanishes_after_matching_is_rejected(tmp_path):
+    changed, gone = tmp_path / "changed.txt", tmp_path / "gone.jsonl"
+    changed.write_text("first version\n")
+    gone.write_text('{"id": 1, "text": "x"}\n')
+    matched_changed = FileMetadata(str(changed), 14, os.stat(changed).st_mtime)
+    matched_gone = FileMetadata(str(gone), 23, os.stat(gone).st_mtime)
+    changed.write_text("the second, longer version\n")
+    gone.unlink()
+    assert [r.reason for r in _read(str(changed), matched=matched_changed)] == [
+        "changed_since_match"
+    ]
+    assert [r.reason for r in _read(str(gone), matched=matched_gone)] == ["disappeared"]
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst", ".deflate"])
+def test_a_decompression_bomb_stops_at_the_limit(tmp_path, suffix):
+    import bz2
+    import lzma
+    import zlib
+
+    import zstandard
+
+    zeros = b"\x00" * 60_000_000
+    compress = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": zstandard.ZstdCompressor().compress,
+        ".deflate": zlib.compress,
+    }[suffix]
+    bomb = tmp_path / f"zeros.txt{suffix}"
+    bomb.write_bytes(compress(zeros))
+    del zeros
+    tracemalloc.start()
+    try:
+        (got,) = _read(str(bomb), limit=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (got.stage, got.reason) == ("read", "too_large")
+    # what is left is the decompressor's own state (xz's 8 MiB dictionary), not the output
+    assert peak < 16_000_000, f"{peak:,} bytes allocated to read 1,000 of a {suffix} bomb"
+
+
+def test_compressed_files_within_the_limit_are_read_whole(tmp_path):
+    text = (PROSE * 200).encode()
+    for suffix, data in ((".gz", gzip.compress(text + text)), (".txt", text)):
+        path = tmp_path / f"f{suffix}"
+        path.write_bytes(data)
+        (doc,) = _read(str(path))
+        assert isinstance(doc, RawDocument)
+        assert doc.data == (text + text if suffix == ".gz" else text)
+
+
+def test_one_deeply_nested_jsonl_line_is_one_reject_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "records.jsonl"
+    lines = [
+        '{"id": 1, "text": "first"}',
+        '{"id": 2, "text": "x", "n": ' + "[" * 50_000 + "]" * 50_000 + "}",
+        '{"id": 3, "text": "third"}',
+        '{"id": 1, "text": "first again"}',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    got = _read(str(path))
+    assert [g.text if isinstance(g, RawDocument) else g.reason for g in got] == [
+        "first",
+        "too_deep",
+        "third",
+        "duplicate_id",
+    ]
+    assert got[1].source.endswith("#L2")
+
+
+def test_a_dangling_symlink_given_as_input_is_named(tmp_path):
+    os.symlink(tmp_path / "missing.txt", tmp_path / "link.txt")
+    with pytest.raises(ValueError, match="dangling symlink"):
+        check_patterns([str(tmp_path / "link.txt")])
+
+
+# --- Extraction: deep HTML, headings, whitespace runs ---------------------------------------
+
+
+def _deep(levels: int) -> str:
+    body = (
+        "<div>" * levels + "<p>Text deep inside the page, worth extracting.</p>" + "</div>" * levels
+    )
+    return f"<html><body>{body}</body></html>"
+
+
+def test_html_nested_300_deep_is_extracted():
+    assert "Text deep inside the page" in html_to_markdown(_deep(300)).text
+
+
+def test_html_nested_past_the_parsers_limit_is_too_deep_naming_it():
+    with pytest.raises(HtmlTooDeep, match="2048"):
+        html_to_markdown(_deep(100_000))
+    raw = RawDocument(source="deep.html", doc_id="d", data=_deep(100_000).encode())
+    with pytest.raises(ExtractError) as e:
+        extract_document(raw, _html_to_markdown)
+    assert e.value.reason == "too_deep"
+
+
+def test_the_heading_pattern_is_linear_on_a_long_line():
+    # Quadratic before: 1.9 s for 20,000 spaces, so minutes for these 200,000.
+    line = "# a" + " " * 200_000 + "x"
+    started = time.perf_counter()
+    assert first_heading(line[:20_000] + "\n") == "a"
+    from transforms.extract import _ATX_HEADING
+
+    assert _ATX_HEADING.search(line).group(1).rstrip() == "a" + " " * 200_000 + "x"
+    assert time.perf_counter() - started < 1.0
+    assert first_heading("## Title ##\n") == "Title"
+    assert first_heading("# C#\n") == "C"
+    assert first_heading("#   \ntext") is None
+
+
+def test_a_million_spaces_are_cut_and_tiktoken_counts_the_text(cl100k):
+    raw = RawDocument(source="spaces.txt", doc_id="s", data=b" " * 1_000_000 + b"x\n")
+    doc = extract_document(raw, _html_to_markdown)
+    assert doc.text == " " * MAX_WHITESPACE_RUN + "x\n"
+    assert cl100k.count(doc.text) > 0  # the whole run panicked inside tiktoken
+
+
+def test_boilerplate_removal_never_counts_a_whole_document():
+    # Three documents share a licence line; one also holds a million spaces before a word,
+    # on which tiktoken's whole-document count panicked (a BaseException) and ended the job.
+    licence = "Copyright 2024 Example Corp. All rights reserved.\n"
+    texts = [licence + f"Body {i} with its own words.\n" for i in range(3)]
+    texts[1] += " " * 1_000_000 + "x\n"
+    docs = [
+        Document(f"d{i}", f"folder/{i}.txt", "text", t, content_hash(t))
+        for i, t in enumerate(texts)
+    ]
+    tok = TiktokenTokenizer("cl100k_base", "tiktoken")
+    with TestPipeline() as p:
+        out = (
+            p
+            | beam.Create(docs)
+            | RemoveBoilerplate(BoilerplateConfig(min_docs=3))
+            | beam.Map(
+                lambda d: (d.doc_id, d.text.startswith("Copyright"), d.boilerplate_tokens_removed)
+            )
+        )
+        assert_that(out, equal_to([(f"d{i}", False, tok.count(licence)) for i in range(3)]))
+
+
+# --- Output safety ---------------------------------------------------------------------------
+
+
+def _fake_run(folder: Path) -> list[Path]:
+    """A folder that looks like a complete run: shards, reports and a manifest."""
+    files = [folder / t / "part-00000-of-00001.parquet" for t in ("chunks", "documents", "rejects")]
+    files += [folder / "cost_report.json", folder / "cost_report.md"]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    manifest = folder / "run_manifest.json"
+    manifest.write_text(json.dumps({"config_fingerprint": "abc", "mode": "run"}))
+    return [*files, manifest]
+
+
+def test_a_wildcard_in_output_is_refused_and_nothing_deleted(tmp_path):
+    victims = [_fake_run(tmp_path / "victims" / name) for name in ("one", "two")]
+    for output in (f"{tmp_path}/victims/*", f"{tmp_path}/victims/o[n]e"):
+        with pytest.raises(ValueError, match="wildcard"):
+            prepare_output(output, overwrite=True)
+    assert all(f.exists() for files in victims for f in files)
+
+
+def test_overwrite_needs_a_manifest_and_deletes_only_the_runs_own_files(tmp_path):
+    home = tmp_path / "home"
+    (home / "documents").mkdir(parents=True)
+    thesis = home / "documents" / "thesis.docx"
+    thesis.write_text("years of work")
+    with pytest.raises(ValueError, match="no run of this job writes"):
+        prepare_output(str(home), overwrite=True)
+    assert thesis.exists()
+
+    half = tmp_path / "half"  # shards of a run that never finished: no manifest
+    (half / "chunks").mkdir(parents=True)
+    (half / "chunks" / "part-00000-of-00002.parquet").write_text("x")
+    with pytest.raises(ValueError, match=r"no valid run_manifest\.json"):
+        prepare_output(str(half), overwrite=True)
+    assert (half / "chunks" / "part-00000-of-00002.parquet").exists()
+
+    run_folder = tmp_path / "run"
+    files = _fake_run(run_folder)
+    notes = run_folder / "notes.txt"
+    notes.write_text("kept")
+    (run_folder / "chunks" / "beam-temp-x").mkdir()
+    with pytest.raises(ValueError, match="--overwrite"):
+        prepare_output(str(run_folder), overwrite=False)
+    prepare_output(str(run_folder), overwrite=True)
+    assert not any(f.exists() for f in files)
+    assert notes.exists() and (run_folder / "chunks" / "beam-temp-x").is_dir()
+
+
+def test_previous_output_is_checked_by_real_path_before_anything_is_deleted(tmp_path):
+    previous = tmp_path / "previous"
+    files = _fake_run(previous)
+    link = tmp_path / "link"
+    link.symlink_to(previous)
+    corpus = tmp_path / "a.md"
+    corpus.write_text("# A\n\ntext\n")
+    argv = ["--input", str(corpus), "--output", str(link), "--previous_output", str(previous)]
+    with pytest.raises(ValueError, match="same folder"):
+        run([*argv, "--overwrite", "--embedding_model=none"])
+    assert all(f.exists() for f in files)
+    with pytest.raises(ValueError, match=r"no valid run_manifest\.json"):
+        prepare_output(str(tmp_path / "new"), True, str(tmp_path / "not-a-run"))
+
+
+# --- Whole jobs ------------------------------------------------------------------------------
+
+
+def _outcomes(out: str, base: str) -> tuple[dict, dict]:
+    documents = {os.path.relpath(d["source"], base): d for d in rows(out, "documents")}
+    rejects = {os.path.relpath(r["source"], base): r for r in rows(out, "rejects")}
+    return documents, rejects
+
+
+@pytest.mark.slow
+def test_every_kind_of_bad_input_is_chunked_rejected_or_skipped_with_a_reason(tmp_path):
+    base = str(write_bad_corpus(tmp_path))
+    out = str(tmp_path / "out")
+    run(
+        [
+            *("--input", base, "--output", out, "--embedding_model=none"),
+            *(f"--max_file_bytes={MAX_FILE_BYTES}", f"--chunk_size={CHUNK_SIZE}"),
+        ]
+    )
+    documents, rejects = _outcomes(out, base)
+    r = report(out)
+    chunked = {name for name, o in EXPECTED.items() if o == CHUNKED}
+    rejected = {name: o for name, o in EXPECTED.items() if o.what == "rejected"}
+    skipped: dict[str, int] = {}
+    for o in EXPECTED.values():
+        if o.what == "skipped":
+            skipped[o.reason] = skipped.get(o.reason, 0) + 1
+
+    assert set(documents) == chunked
+    assert {name: (x["stage"], x["reason"]) for name, x in rejects.items()} == {
+        name: (o.stage, o.reason) for name, o in rejected.items()
+    }
+    assert all(x["error"] for x in rejects.values())
+    assert r["files_skipped"] == skipped
+    assert r["documents_in"] == len(chunked) + len(rejected)
+    assert r["documents_in"] == (
+        r["documents_chunked"] + r["documents_unchanged"] + r["documents_rejected"]
+    )
+    assert r["balanced"] and r["documents_chunked"] == len(chunked)
+
+    # every chunked document has chunks within the limit, counted again here
+    tok = TiktokenTokenizer("cl100k_base", "tiktoken")
+    chunks = rows(out, "chunks")
+    by_doc = {c["doc_id"] for c in chunks}
+    assert {d["doc_id"] for d in documents.values()} <= by_doc
+    for c in chunks:
+        assert tok.count(c["text"]) <= CHUNK_SIZE and c["embed_tokens"] <= CHUNK_SIZE
+        assert documents_text(documents, c)[c["start_char"] : c["end_char"]] == c["text"]
+    # the link that leads out of the input folder was not read; nothing was written outside out/
+    assert not any("secret" in c["text"] for c in chunks)
+    assert sorted(os.listdir(tmp_path)) == ["in", "out", "outside_secret.txt"]
+
+
+def documents_text(documents: dict, chunk: dict) -> str:
+    (doc,) = [d for d in documents.values() if d["doc_id"] == chunk["doc_id"]]
+    return doc["text"]
+
+
+@pytest.mark.slow
+def test_files_that_change_or_vanish_between_matching_and_reading(tmp_path, monkeypatch):
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "stays.txt").write_text(PROSE)
+    (corpus / "changes.txt").write_text(PROSE)
+    (corpus / "vanishes.txt").write_text(PROSE)
+    (corpus / "vanishes.jsonl").write_text('{"id": 1, "text": "a record"}\n')
+    original = LocalFileSystem.match
+    matches = []
+
+    def match_then_change(self, patterns, limits=None):
+        result = original(self, patterns, limits)
+        if any(m.path.endswith("vanishes.txt") for r in result for m in r.metadata_list):
+            matches.append(patterns)
+            if len(matches) == 2:  # the job's own match (the first is the up-front check)
+                (corpus / "changes.txt").write_text(PROSE + " and a new sentence.")
+                (corpus / "vanishes.txt").unlink()
+                (corpus / "vanishes.jsonl").unlink()
+        return result
+
+    monkeypatch.setattr(LocalFileSystem, "match", match_then_change)
+    out = str(tmp_path / "out")
+    run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
+    documents, rejects = _outcomes(out, str(corpus))
+    assert set(documents) == {"stays.txt"}
+    assert {name: (x["stage"], x["reason"]) for name, x in rejects.items()} == {
+        "changes.txt": ("read", "changed_since_match"),
+        "vanishes.txt": ("read", "disappeared"),
+        "vanishes.jsonl": ("read", "disappeared"),
+    }
+    assert report(out)["balanced"]
+
+
+@pytest.mark.slow
+def test_a_run_that_chunks_nothing_says_so_and_fails(tmp_path, monkeypatch, capsys):
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "empty.txt").write_text("")
+    (corpus / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    out = str(tmp_path / "out")
+    argv = ["corpus-chunker", "--input", str(corpus), "--output", out, "--embedding_model=none"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        job.main()
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "nothing was chunked: all 2 documents were rejected" in err
+    assert report(out)["documents_rejected"] == 2  # the run is complete: its tables say why
+    with pytest.raises(NothingChunkedError, match="nothing was chunked"):
+        job.check_something_chunked(report(out), out)
+
+
+def test_reject_records_name_the_stage(tmp_path):
+    # the read stage's rejects keep their source, so a reader can find the file
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * 101)
+    (got,) = _read(str(path), limit=100)
+    assert isinstance(got, Reject)
+    assert (got.source, got.stage, got.reason) == (str(path), "read", "too_large")
