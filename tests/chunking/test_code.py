@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import glob
 import itertools
+import os
 import pickle
 import re
 
@@ -530,3 +531,65 @@ def test_real_stdlib_files_keep_fitting_functions_whole(cl100k: TiktokenTokenize
     assert fitting > 50
     assert split == 0, f"{split} of {fitting} fitting top-level definitions were split"
     assert tiny <= 0.05 * n_chunks, f"{tiny} of {n_chunks} chunks under 16 tokens"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(source=python_sources(), size=st.integers(16, 300), data=st.data())
+def test_property_overlap_never_starts_a_chunk_inside_a_line(
+    cl100k: TiktokenTokenizer, source: str, size: int, data: st.DataObject
+) -> None:
+    overlap = data.draw(st.integers(0, size // 2 - 1), label="overlap")
+    chunks = CodeChunker(cl100k, size, chunk_overlap=overlap).chunk(source, "python")
+    for c in chunks:
+        assert tok_count_ok(cl100k, source, c, size)
+        line_start = source.rfind("\n", 0, c.start) + 1
+        line_end = source.find("\n", c.start)
+        line = source[line_start : line_end if line_end >= 0 else len(source)]
+        # Only a line that alone is over the budget may be cut inside.
+        assert starts_at_line_start(source, c) or cl100k.count(line) > size - overlap
+
+
+def tok_count_ok(tok: TiktokenTokenizer, text: str, c: ChunkSpan, size: int) -> bool:
+    return tok.count(text[c.start : c.end]) == c.token_count <= size
+
+
+# The files where chunks began mid-line with overlap on (at 256/32, before the fix: 39 chunks,
+# e.g. at the `)` that closes `self.pos)`), and the chunk stage's own model limit.
+OVERLAP_FILES = [
+    f"{STDLIB}/json/decoder.py",
+    f"{STDLIB}/statistics.py",
+    f"{STDLIB}/dataclasses.py",
+    "/usr/include/stdio.h",
+    "/usr/include/zlib.h",
+]
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(256, 32), (192, 32), (128, 16), (512, 64)])
+def test_real_code_with_overlap_starts_every_chunk_at_a_line_start(size: int, overlap: int):
+    from schemas.records import Document, content_hash
+    from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+
+    files = [f for f in OVERLAP_FILES if os.path.exists(f)]
+    if len(files) < 3:
+        pytest.skip(f"the real sources are not here: {OVERLAP_FILES}")
+    chunker = DocumentChunker(
+        ChunkingConfig(
+            chunk_size=size,
+            chunk_overlap=overlap,
+            model_tokenizer="default",
+            model_max_tokens=256,
+        )
+    )
+    n = 0
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        language = "python" if path.endswith(".py") else "c"
+        doc = Document("d", path, "code", text, content_hash(text), language=language)
+        for c in chunker.chunk_document(doc):
+            n += 1
+            assert starts_at_line_start(text, ChunkSpan(c.start_char, c.end_char)), (
+                path,
+                text[max(0, c.start_char - 20) : c.start_char + 20],
+            )
+    assert n > 100

@@ -220,8 +220,10 @@ class _Lines:
             # chunk starts with blank lines that trim_span drops.
             return floor
         ceil = doc.ceil(start)
-        if not text[start:ceil].strip(" \t"):
-            return ceil  # a token spanning "\n" and indentation: move indentation back instead
+        if text[start:ceil].isspace():
+            # A token spanning "\n" and indentation, or blank lines (".\n\n\n" is one
+            # token): the cut moves forward over whitespace alone, to the next line start.
+            return ceil
         return floor  # never seen with cl100k on code; keeps the hard limit, cuts mid-line
 
     def is_blank(self, row: int) -> bool:
