@@ -25,6 +25,7 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
+from pipelines.output_lock import OutputLock
 from pipelines.run_tables import output_bytes
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.accounting import Account, AccountInputs, run_manifest
@@ -314,16 +315,17 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     # A dry run (DataflowRunner --dry_run) only translates the job: it must not touch the data
     # paths, which for gs:// would need credentials (without them GCS retries for minutes).
     dry_run = bool(options.view_as(TestOptions).dry_run)
-    earlier_runs: list[str] = []
-    if not dry_run:
-        earlier_runs = check_patterns(config.inputs)
-        prepare_output(config.output, config.overwrite, config.previous_output)
-    started = time.time()
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, config, earlier_runs)
-    result = _run_with_progress(pipeline, options, config, quiet=dry_run or quiet)
     if dry_run:
-        return result
+        pipeline = beam.Pipeline(options=options)
+        build_pipeline(pipeline, config)
+        return _run_with_progress(pipeline, options, config, quiet=True)
+    earlier_runs = check_patterns(config.inputs)
+    started = time.time()
+    with OutputLock(config.output):  # one run at a time writes into a folder
+        prepare_output(config.output, config.overwrite, config.previous_output)
+        pipeline = beam.Pipeline(options=options)
+        build_pipeline(pipeline, config, earlier_runs)
+        result = _run_with_progress(pipeline, options, config, quiet=quiet)
     report_path = FileSystems.join(config.output, "cost_report.json")
     if FileSystems.exists(report_path):
         with FileSystems.open(report_path) as f:

@@ -7,7 +7,10 @@ written (JSON and Markdown) after the data, and the run manifest last.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -433,6 +436,34 @@ def write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
+def write_text_atomically(path: str, text: str) -> None:
+    """Write `path` so that a reader sees the old file, no file, or the whole new one: the text
+    goes to a temporary name beside it, then is renamed over it."""
+    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    write_text(tmp, text)
+    if "://" not in path:
+        os.replace(tmp, path)  # atomic on a local filesystem, over an existing file too
+        return
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])  # an object store shows the object whole, or not
+
+
+def file_inventory(output: str, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """{path relative to `output`: {bytes, sha256}} of each file, read back as written."""
+    inventory = {}
+    root = output.rstrip("/") + "/"
+    for path in sorted(set(paths)):
+        digest, size = hashlib.sha256(), 0
+        with FileSystems.open(path) as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+        name = path[len(root) :] if path.startswith(root) else path
+        inventory[name] = {"bytes": size, "sha256": digest.hexdigest()}
+    return inventory
+
+
 class _WriteReport(beam.DoFn):
     def __init__(self, output: str, pricing: Pricing, mode: str) -> None:
         self.output = output
@@ -452,8 +483,12 @@ class _WriteManifest(beam.DoFn):
         self.output = output
         self.manifest = manifest
 
-    def process(self, report: dict[str, Any]) -> Iterator[str]:
+    def process(self, report: dict[str, Any], written_files: list[str]) -> Iterator[str]:
         manifest = dict(self.manifest)
+        # Every file of the run with its size and hash: a later run reuses exactly these, and
+        # checks them first (transforms/incremental.py).
+        reports = [FileSystems.join(self.output, n) for n in ("cost_report.json", "cost_report.md")]
+        manifest["files"] = file_inventory(self.output, [*written_files, *reports])
         manifest["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         manifest["counts"] = {
             k: report[k]
@@ -469,7 +504,7 @@ class _WriteManifest(beam.DoFn):
             )
         }
         path = FileSystems.join(self.output, "run_manifest.json")
-        write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
+        write_text_atomically(path, json.dumps(manifest, indent=2, sort_keys=True))
         yield path
 
 
@@ -539,4 +574,6 @@ class Account(beam.PTransform):
         report = totals | "Write cost report" >> beam.ParDo(
             _WriteReport(self.output, self.pricing, mode), written_list
         )
-        return report | "Write manifest" >> beam.ParDo(_WriteManifest(self.output, self.manifest))
+        return report | "Write manifest" >> beam.ParDo(
+            _WriteManifest(self.output, self.manifest), written_list
+        )

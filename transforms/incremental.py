@@ -15,13 +15,18 @@ from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.parquetio import ReadFromParquet
+from apache_beam.io.parquetio import ReadAllFromParquet, ReadFromParquet
 from apache_beam.metrics import Metrics
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
 from transforms import progress
-from transforms.accounting import ChunkReused, DocumentRemoved, DocumentUnchanged
+from transforms.accounting import (
+    ChunkReused,
+    DocumentRemoved,
+    DocumentUnchanged,
+    file_inventory,
+)
 from transforms.common import NAMESPACE
 
 UNCHANGED = "unchanged"  # the tags of SplitUnchanged's outputs
@@ -32,14 +37,35 @@ REMOVED = "removed"
 class PreviousRun:
     output: str
     fingerprint: str
+    # The shards that run wrote, per table (from its manifest); None for a run whose manifest
+    # predates the file list, whose shards are then read by pattern.
+    shards: dict[str, tuple[str, ...]] | None = None
 
-    def read_table(self, table: str, columns: list[str] | None = None) -> ReadFromParquet:
-        """A read of one of that run's tables (all its shards), of `columns` or all."""
-        return ReadFromParquet(FileSystems.join(self.output, table, "*.parquet"), columns=columns)
+    def read_table(self, table: str, columns: list[str] | None = None) -> beam.PTransform:
+        """A read of one of that run's tables (the shards it wrote), of `columns` or all."""
+        if self.shards is None:
+            pattern = FileSystems.join(self.output, table, "*.parquet")
+            return ReadFromParquet(pattern, columns=columns)
+        return _ReadShards(self.shards.get(table, ()), columns)
+
+
+class _ReadShards(beam.PTransform):
+    def __init__(self, paths: tuple[str, ...], columns: list[str] | None) -> None:
+        super().__init__()
+        self.paths = paths
+        self.columns = columns
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Shards" >> beam.Create(self.paths)
+            | "Read shards" >> ReadAllFromParquet(columns=self.columns)
+        )
 
 
 def load_previous_run(output: str) -> PreviousRun:
-    """The previous run's manifest; its absence means that run is incomplete or not a run."""
+    """The previous run's manifest, with its shards checked against it; its absence means that
+    run is incomplete or not a run."""
     path = FileSystems.join(output, "run_manifest.json")
     if not FileSystems.exists(path):
         raise ValueError(f"--previous_output {output} has no run_manifest.json: not a complete run")
@@ -47,7 +73,51 @@ def load_previous_run(output: str) -> PreviousRun:
         manifest = json.loads(f.read().decode("utf-8"))
     if manifest.get("mode") != "run":
         raise ValueError(f"--previous_output {output} is an --estimate run; it has no chunks")
-    return PreviousRun(output=output, fingerprint=manifest["config_fingerprint"])
+    files = manifest.get("files")
+    if files is None:
+        logging.warning(
+            "--previous_output %s has no file list in its manifest (an older run): its shards "
+            "are read by pattern and not checked",
+            output,
+        )
+        return PreviousRun(output=output, fingerprint=manifest["config_fingerprint"])
+    return PreviousRun(
+        output=output,
+        fingerprint=manifest["config_fingerprint"],
+        shards=verified_shards(output, files),
+    )
+
+
+def verified_shards(output: str, files: dict[str, dict]) -> dict[str, tuple[str, ...]]:
+    """The table shards `files` (a manifest's file list) names, each checked to be the file
+    that run wrote (size and sha256); a shard added since is ignored, with a warning."""
+    listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
+    found = file_inventory(output, [FileSystems.join(output, name) for name in listed])
+    for name, entry in listed.items():
+        if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
+            raise ValueError(
+                f"--previous_output {output}: {name} is not the file that run wrote (its size "
+                "or sha256 differs from the manifest's); rebuild without --previous_output"
+            )
+    shards: dict[str, list[str]] = {}
+    for name in sorted(listed):
+        shards.setdefault(name.split("/", 1)[0], []).append(FileSystems.join(output, name))
+    for table in (CHUNKS, DOCUMENTS, REJECTS):
+        pattern = FileSystems.join(output, table, "*.parquet")
+        extra = [
+            m.path
+            for m in FileSystems.match([pattern])[0].metadata_list
+            if m.path not in shards.get(table, [])
+        ]
+        if extra:
+            logging.warning(
+                "--previous_output %s: %d files in %s/ that the run did not write are ignored (%s)",
+                output,
+                len(extra),
+                table,
+                extra[0],
+            )
+    return {table: tuple(paths) for table, paths in shards.items()}
 
 
 def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
