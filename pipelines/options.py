@@ -234,6 +234,13 @@ class ChunkCorpusOptions(PipelineOptions):
             help="Time limit of one HTML extraction, in seconds; 0 disables it (default 5 s).",
         )
         g.add_argument(
+            "--chunk_timeout_s",
+            type=float,
+            default=60.0,
+            help="Time limit of chunking one document, in seconds: a slower one is rejected as "
+            "chunk_timeout; 0 disables it (default 60 s).",
+        )
+        g.add_argument(
             "--max_file_bytes",
             type=byte_size_flag("--max_file_bytes"),
             default=20_000_000,
@@ -416,6 +423,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         model_header_reserve=min(2 * reserve, 16),
         config_fingerprint=fingerprint,
         token_engine=o.token_engine,
+        timeout_s=o.chunk_timeout_s,
     )
     return JobConfig(
         read=read,

@@ -593,3 +593,15 @@ def test_real_code_with_overlap_starts_every_chunk_at_a_line_start(size: int, ov
                 text[max(0, c.start_char - 20) : c.start_char + 20],
             )
     assert n > 100
+
+
+def test_a_flat_error_node_is_chunked_in_linear_time(cl100k: TiktokenTokenizer) -> None:
+    # "x = " + "(" * N is one error node of N children; reading each child's field name by
+    # index made the walk quadratic (1.7 s at 50k, 7.7 s at 100k, about 30 s at 200k).
+    import time
+
+    chunker = CodeChunker(cl100k, 256, 32)
+    started = time.perf_counter()
+    chunks = chunker.chunk("x = " + "(" * 200_000, "python")
+    assert time.perf_counter() - started < 10.0
+    assert sum(c.end - c.start for c in chunks) >= 200_000

@@ -167,3 +167,32 @@ def test_doc_events_carry_the_documents_pricing_tokens(pricing):
             p | beam.Create([*docs, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64), pricing)
         )
         assert_that(result.events, equal_to(expected))
+
+
+def test_a_document_over_the_chunk_time_limit_is_a_reject_and_the_others_go_on():
+    small = doc("A short note.", doc_id="small")
+    big = doc(TEXT * 200, doc_id="big")
+    with TestPipeline() as p:
+        result = (
+            p
+            | beam.Create([small, big])
+            | ChunkDocuments(ChunkingConfig(chunk_size=64, timeout_s=1e-9))
+        )
+        assert_that(
+            result.documents | beam.Map(lambda d: d.doc_id), equal_to(["small"]), label="docs"
+        )
+        assert_that(
+            result.rejects | beam.Map(lambda r: (r.doc_id, r.stage, r.reason)),
+            equal_to([("big", "chunk", "chunk_timeout")]),
+            label="rejects",
+        )
+
+
+def test_the_time_limit_is_checked_inside_the_chunkers():
+    from transforms.chunking.split import ChunkTimeout, time_limit
+
+    chunker = DocumentChunker(ChunkingConfig(chunk_size=64))
+    for d in (doc(TEXT * 50), doc(MARKDOWN * 50, "markdown")):
+        with pytest.raises(ChunkTimeout), time_limit(1e-9):
+            chunker.chunk_document(d)
+        assert chunker.chunk_document(d)  # no limit outside the block

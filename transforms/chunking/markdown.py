@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
-from transforms.chunking.split import LINE, recursive_split, with_overlap
+from transforms.chunking.split import LINE, check_deadline, recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText
 
 # markdown-it normalizes \r\n and lone \r to \n before it numbers lines, so `.map` counts these.
@@ -119,6 +119,8 @@ def markdown_sections(text: str) -> list[Section]:
             sections[-1].blocks.append(Block(gs, ge))
 
     for i, tok in enumerate(tokens):
+        if not i % 256:
+            check_deadline()
         if tok.map is None:
             continue
         if tok.level == 1 and tok.type == "list_item_open" and sections[-1].blocks:

@@ -18,6 +18,7 @@ import apache_beam as beam
 from schemas.records import Chunk, Document, Reject, stable_hash
 from transforms import accounting, progress
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
+from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE, REJECTS
 from transforms.models import resolve_model_path
@@ -67,8 +68,13 @@ class ChunkingConfig:
     # How the tokenizer's tokens are computed (tokens.TOKEN_ENGINES). Every engine gives the
     # same tokens, hence the same chunks: it is not in the config fingerprint.
     token_engine: str = "auto"
+    # The time limit of one document's chunking (0: none); a slower document is a reject, and
+    # the chunks of the others do not depend on it: not in the fingerprint either.
+    timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        if self.timeout_s < 0:
+            raise ValueError(f"--chunk_timeout_s must be >= 0 (0: no limit), got {self.timeout_s}")
         body = self.chunk_size - self.header_reserve
         if body < 16:
             raise ValueError(
@@ -240,9 +246,17 @@ class _ChunkFn(beam.DoFn):
     def process(self, doc: Document) -> Iterator:
         assert self.core is not None
         try:
-            chunks, doc_tokens = self.core.chunk_document_counted(doc)
+            with time_limit(self.config.timeout_s):
+                chunks, doc_tokens = self.core.chunk_document_counted(doc)
             if chunks and self.pricing is not None:
                 doc_tokens = self.pricing.count(doc.text)
+        except ChunkTimeout:
+            self.failed.inc()
+            limit = f"chunking took over --chunk_timeout_s={self.config.timeout_s:g} s"
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, Reject(doc.source, "chunk", "chunk_timeout", limit, doc.doc_id)
+            )
+            return
         except Exception as e:  # one document's failure is a reject, never a failed job
             self.failed.inc()
             yield beam.pvalue.TaggedOutput(

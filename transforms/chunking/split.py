@@ -11,14 +11,44 @@ derived count cannot prove: the chunk tokenizer's alone-count, or the model's wo
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ctypes
 import itertools
 import re
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from transforms.chunking.tokens import TokenizedText, Tokenizer
+
+
+class ChunkTimeout(RuntimeError):
+    """A document took longer than the chunk stage's time limit (--chunk_timeout_s)."""
+
+
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Within the block, `check_deadline()` raises ChunkTimeout once `seconds` have passed
+    (0: no limit). Per thread: each Beam worker thread chunks its own document."""
+    previous = getattr(_deadline, "at", None)
+    _deadline.at = time.monotonic() + seconds if seconds > 0 else None
+    try:
+        yield
+    finally:
+        _deadline.at = previous
+
+
+def check_deadline() -> None:
+    """Called from the chunkers' loops: a pathological document (a huge table, a deeply nested
+    file) ends as a reject instead of stalling its worker."""
+    at = getattr(_deadline, "at", None)
+    if at is not None and time.monotonic() > at:
+        raise ChunkTimeout("over the chunk stage's time limit")
 
 
 def trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -150,6 +180,7 @@ def recursive_split(
     """
     if doc.count(start, end) <= limit:
         return [(start, end)]
+    check_deadline()
     if level >= TOKEN:
         return token_windows(doc, start, end, limit)
     cuts = candidates(doc, start, end, level)
@@ -231,6 +262,7 @@ def fit(
     """
     budget = limit
     while True:
+        check_deadline()
         pieces = []
         for s, e in recursive_split(doc, start, end, budget):
             s, e = trim_span(doc.text, s, e)
