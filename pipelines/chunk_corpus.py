@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -418,6 +420,30 @@ def print_help() -> None:
     parser.print_help()
 
 
+def interrupted_line(argv: list[str]) -> str:
+    """What an interrupted run left, in one line."""
+    output = next(
+        (
+            a.split("=", 1)[1] if "=" in a else argv[i + 1]
+            for i, a in enumerate(argv)
+            if a.split("=", 1)[0] == "--output" and ("=" in a or i + 1 < len(argv))
+        ),
+        None,
+    )
+    if output is None:
+        return "interrupted before the job started; nothing was written"
+    complete = FileSystems.exists(FileSystems.join(output, "run_manifest.json"))
+    if complete:
+        return (
+            f"interrupted: the run in {output} was not replaced (its run_manifest.json is the "
+            "previous run's)"
+        )
+    return (
+        f"interrupted: {output} holds no complete run (no run_manifest.json); nothing outside "
+        "it was touched"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SUBCOMMANDS:
@@ -432,8 +458,25 @@ def main(argv: list[str] | None = None) -> None:
     if any(a in ("-h", "--help") for a in argv):
         print_help()
         return
+    interrupted = threading.Event()
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        # Beam's runner re-raises the KeyboardInterrupt wrapped in its own errors, and its
+        # threads log their way down: note the interrupt, and silence the rest.
+        interrupted.set()
+        logging.disable(logging.CRITICAL)
+        signal.default_int_handler(signum, frame)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_interrupt)
     try:
-        run(argv)
+        try:
+            run(argv)
+        except BaseException as e:
+            if interrupted.is_set() or isinstance(e, KeyboardInterrupt):
+                print(f"corpus-chunker: {interrupted_line(argv)}", file=sys.stderr)
+                sys.exit(130)
+            raise
     except ValueError as e:
         print(f"corpus-chunker: error: {e}", file=sys.stderr)
         sys.exit(2)
