@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_ctrl_c_prints_one_line(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for i in range(400):
+    for i in range(1500):
         (corpus / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "Some prose to chunk. " * 400)
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -42,7 +42,7 @@ def test_ctrl_c_prints_one_line(tmp_path):
     while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)  # until the run holds its output: the pipeline is about to run
     assert lock.exists(), "the job never started"
-    time.sleep(2)
+    time.sleep(1)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
