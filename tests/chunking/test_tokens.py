@@ -237,3 +237,34 @@ def test_count_joined_derives_at_a_header_join(name):
     # ... and where it is not, the whole is encoded (o200k runs "\n/" into one piece).
     for text in ("\n\nnext", "   ", "/usr/bin"):
         assert tok.count_joined(prefix, text, tok.count(text)) == tok.count(prefix + text)
+
+
+def test_the_default_cache_is_this_users_own_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = seed_tiktoken_cache()
+    assert folder == str(tmp_path / "cache" / "corpus-chunker" / "tiktoken")
+    assert os.stat(folder).st_mode & 0o077 == 0  # not readable or writable by others
+    assert "tmp" not in os.path.relpath(folder, tmp_path).split(os.sep)[0]
+
+
+def test_a_planted_link_in_the_cache_is_refused(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").symlink_to(victim)  # cl100k's name
+    with pytest.raises(ValueError, match="is not a file"):
+        seed_tiktoken_cache(str(folder))
+    assert victim.read_text() == "precious"
+
+
+def test_a_linked_default_cache_folder_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "corpus-chunker").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "cache" / "corpus-chunker" / "tiktoken").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="symlink"):
+        seed_tiktoken_cache()
+    assert not os.listdir(tmp_path / "elsewhere")

