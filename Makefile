@@ -19,7 +19,7 @@ TORCH_INDEX ?=
 DEMO_OUT ?= out/demo
 DEMO_FLAGS ?=
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo test test-fast fuzz lint format bench clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The fuzz tests with many more examples than make test gives them (about 10 minutes).
+fuzz: setup
+	CORPUS_CHUNKER_FUZZ_EXAMPLES=$${CORPUS_CHUNKER_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not runners"

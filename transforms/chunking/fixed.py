@@ -45,6 +45,8 @@ class FixedChunker(Chunker):
         # limit, re-splitting the rare window whose alone-encoding is longer than its slice.
         out = []
         for span in spans:
+            if doc.text[span.start : span.end].isspace():
+                continue  # a window of whitespace alone (blank lines) is no chunk
             count = self.tokenizer.count(doc.text[span.start : span.end])
             if count <= self.chunk_size:
                 out.append(replace(span, token_count=count))
