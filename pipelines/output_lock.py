@@ -17,7 +17,7 @@ import os
 import socket
 from types import TracebackType
 
-LOCK_NAME = ".corpus-chunker.lock"
+from transforms.read import OUTPUT_LOCK_NAME as LOCK_NAME  # the read stage skips it too
 
 
 class OutputLocked(ValueError):

@@ -18,11 +18,11 @@ import apache_beam as beam
 import pytest
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import FileMetadata
-from apache_beam.io.localfilesystem import LocalFileSystem
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import pipelines.chunk_corpus as job
+import transforms.read as read_module
 from pipelines.chunk_corpus import NothingChunkedError, prepare_output, run
 from pipelines.flags import unknown_flag_error
 from schemas.records import Document, RawDocument, Reject, content_hash
@@ -401,20 +401,18 @@ def test_files_that_change_or_vanish_between_matching_and_reading(tmp_path, monk
     (corpus / "changes.txt").write_text(PROSE)
     (corpus / "vanishes.txt").write_text(PROSE)
     (corpus / "vanishes.jsonl").write_text('{"id": 1, "text": "a record"}\n')
-    original = LocalFileSystem.match
-    matches = []
+    original = read_module._MatchFn.process
 
-    def match_then_change(self, patterns, limits=None):
-        result = original(self, patterns, limits)
-        if any(m.path.endswith("vanishes.txt") for r in result for m in r.metadata_list):
-            matches.append(patterns)
-            if len(matches) == 2:  # the job's own match (the first is the up-front check)
-                (corpus / "changes.txt").write_text(PROSE + " and a new sentence.")
-                (corpus / "vanishes.txt").unlink()
-                (corpus / "vanishes.jsonl").unlink()
-        return result
+    def match_then_change(self, pattern):
+        # The read stage's own match: whatever else lists the inputs (the up-front check, the
+        # progress line's file count) comes before the job reads.
+        found = list(original(self, pattern))
+        (corpus / "changes.txt").write_text(PROSE + " and a new sentence.")
+        for name in ("vanishes.txt", "vanishes.jsonl"):
+            (corpus / name).unlink(missing_ok=True)
+        yield from found
 
-    monkeypatch.setattr(LocalFileSystem, "match", match_then_change)
+    monkeypatch.setattr(read_module._MatchFn, "process", match_then_change)
     out = str(tmp_path / "out")
     run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
     documents, rejects = _outcomes(out, str(corpus))

@@ -292,6 +292,9 @@ def printable_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+# The lock a run holds on its --output (pipelines.output_lock.LOCK_NAME; the read stage does
+# not import the launcher's modules).
+OUTPUT_LOCK_NAME = ".corpus-chunker.lock"
 BAD_NAMES = "bad_names"
 # why a matched file is not read: "hidden" or "output_folder" (by rule), or for a local path
 # "fifo", "socket", "device", "dangling_symlink", "symlink_loop" or "outside_input_root" (a
@@ -402,6 +405,8 @@ class _SkipFn(beam.DoFn):
     def process(self, element: tuple) -> Iterator[tuple]:
         path, metadata = element
         if path.startswith(self.exclude):
+            if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
+                return  # this run's own lock on its output: no file of the corpus
             self.excluded.inc()
             yield beam.pvalue.TaggedOutput(SKIPPED, "output_folder")
             return

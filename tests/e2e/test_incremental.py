@@ -1,5 +1,6 @@
 """Nightly rebuilds: unchanged documents keep their chunks, changed ones are re-chunked."""
 
+import json
 import os
 import shutil
 
@@ -10,6 +11,7 @@ import pytest
 from pipelines.chunk_corpus import run
 from schemas.arrow import REJECT_SCHEMA
 from tests.tables import manifest, report, rows
+from transforms.accounting import file_inventory
 
 
 @pytest.mark.slow
@@ -81,10 +83,15 @@ def test_documents_with_failed_embeddings_are_rebuilt(tmp_path):
         "reason": "embedding_failed",
         "error": "OOM",
     }
-    pq.write_table(
-        pa.Table.from_pylist([failed], schema=REJECT_SCHEMA),
-        os.path.join(night1, "rejects", "extra.parquet"),
-    )
+    extra = os.path.join(night1, "rejects", "part-00001-of-00002.parquet")
+    pq.write_table(pa.Table.from_pylist([failed], schema=REJECT_SCHEMA), extra)
+    # ... and that run had written the shard: its manifest lists it (an unlisted file is ignored)
+    path = os.path.join(night1, "run_manifest.json")
+    with open(path) as f:
+        listed = json.load(f)
+    listed["files"].update(file_inventory(night1, [extra]))
+    with open(path, "w") as f:
+        json.dump(listed, f)
     night2 = str(tmp_path / "night2")
     run([*flags, "--output", night2, "--previous_output", night1])
     assert report(night2)["documents_unchanged"] == 0
