@@ -176,8 +176,11 @@ def build_pipeline(
         ]
     tables["documents"] = out_documents
 
+    # Parents are not embedded, and pyarrow < 26 cannot read back a null in a fixed-size list
+    # column (apache/arrow#35692): with parents, the embedding column is a plain list.
+    embedding_dim = None if config.chunking.parent_chunk_size else config.embedding.dimension
     written = tables | "Write tables" >> WriteShards(
-        config.output, config.embedding.dimension, write_chunks=not config.estimate
+        config.output, embedding_dim, write_chunks=not config.estimate
     )
 
     events = (
@@ -321,6 +324,11 @@ def print_help() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["evaluate"]:
+        from pipelines import evaluate
+
+        evaluate.main(sys.argv[2:])
+        return
     logging.getLogger().setLevel(logging.WARNING)
     if any(a in ("-h", "--help") for a in sys.argv[1:]):
         print_help()
