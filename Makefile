@@ -15,7 +15,7 @@ TORCH_INDEX ?=
 DEMO_OUT ?= out/demo
 DEMO_FLAGS ?=
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo test test-fast lint format bench eval clean
 
 setup: $(STAMP)
 
@@ -50,6 +50,11 @@ bench: setup
 	$(PIP) install -q -c constraints.txt -e ".[bench]"
 	$(PY) bench/chunkers.py
 	$(PY) bench/embedding.py
+
+# Retrieval quality on the development set (eval/README.md): about 25 minutes on 2 cores.
+eval: setup
+	$(PIP) install -q -c constraints.txt -e ".[eval]"
+	$(PY) -m eval.run_eval $(EVAL_FLAGS)
 
 clean:
 	rm -rf $(VENV) .cache out *.egg-info

@@ -46,6 +46,7 @@ setup(
         "aws": ["apache-beam[aws]>=2.77,<2.78"],
         "dev": ["pytest", "hypothesis", "ruff"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk"],
+        "eval": ["langchain-text-splitters"],  # the peer rows of `make eval`
     },
     entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},
 )

@@ -112,7 +112,11 @@ def _question(record: Any, where: str) -> Question:
         if record.get(key) is not None and not isinstance(record[key], str):
             raise ValueError(f"{where}: {key!r} must be a string when given")
     return Question(
-        record["id"], record["question"], tuple(parsed), record.get("corpus"), record.get("doc_type")
+        record["id"],
+        record["question"],
+        tuple(parsed),
+        record.get("corpus"),
+        record.get("doc_type"),
     )
 
 
@@ -357,7 +361,9 @@ class _SourceIndex:
         if found is None:
             name = source.replace("\\", "/").rsplit("/", 1)[-1]
             found = tuple(
-                i for i in self._by_name.get(name, ()) if source_matches(source, self.answers[i].source)
+                i
+                for i in self._by_name.get(name, ())
+                if source_matches(source, self.answers[i].source)
             )
             self._cache[source] = found
         return found

@@ -1,4 +1,4 @@
-"""`corpus-chunker evaluate`: the relevance rule, the metrics, and a hand-made run scored by hand."""
+"""`corpus-chunker evaluate`: the relevance rule, the metrics, a hand-made run scored by hand."""
 
 from __future__ import annotations
 
@@ -277,5 +277,40 @@ def test_a_run_whose_documents_no_answer_names_is_refused(tmp_path, questions):
 
 def test_an_unfinished_run_is_refused(tmp_path, questions):
     (tmp_path / "run" / "chunks").mkdir(parents=True)
-    with pytest.raises(ValueError, match="run_manifest.json is missing"):
+    with pytest.raises(ValueError, match=r"run_manifest\.json is missing"):
         evaluate_run(str(tmp_path / "run"), questions, vectors=np.ones((2, 4), dtype=np.float32))
+
+
+# --- the real job and model on samples/ --------------------------------------------------------
+
+SAMPLES = [
+    "html/sql-vacuum.html",
+    "html/indexes-types.html",
+    "markdown/node-path.md",
+    "code/bisect.py",
+]
+BAD_CHUNKING = [
+    *(f"--strategy_{t}=fixed" for t in ("html", "markdown", "code", "text")),
+    "--chunk_size=16",
+    "--chunk_overlap=0",
+    "--context=none",
+]
+
+
+@pytest.mark.slow
+def test_a_bad_chunking_scores_lower_than_the_default_on_samples(tmp_path):
+    from pipelines.chunk_corpus import run
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    inputs = [f"--input={os.path.join(root, 'samples', s)}" for s in SAMPLES]
+    for name, flags in (("default", []), ("bad", BAD_CHUNKING)):
+        # a generous extraction limit: this machine may be busy, and a timeout is a reject
+        common = ["--runner=DirectRunner", "--extract_timeout_s=60"]
+        run([*inputs, f"--output={tmp_path / name}", *common, *flags])
+    questions = os.path.join(root, "tests", "data", "samples_questions.jsonl")
+    evaluation = evaluate.evaluate([str(tmp_path / "default"), str(tmp_path / "bad")], questions)
+    default, bad = (r["sets"]["all"] for r in evaluation["results"])
+    assert default["questions"] == 13 and default["answerable"] == 1.0
+    assert default["recall@5"] >= 0.8
+    assert bad["chunks"] > 3 * default["chunks"]
+    assert bad["recall@5"] < default["recall@5"] and bad["mrr@10"] < default["mrr@10"]
