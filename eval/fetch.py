@@ -3,7 +3,7 @@ sha256, unpack them with dpkg -x, and copy the selected files into one corpus fo
 
     python -m eval.fetch [--cache .cache/eval]
 
-Writes CACHE/corpus/<corpus>/... and CACHE/corpus/SOURCES.json (package, version, sha256 and
+Writes CACHE/corpus/<corpus>/... and CACHE/SOURCES.json (package, version, sha256 and
 the files taken). A package already in CACHE/debs with the right sha256 is not downloaded
 again. A version that the mirror no longer carries, or a different sha256, stops with an error.
 """
@@ -100,7 +100,8 @@ def fetch(cache: str) -> dict[str, Any]:
         sources.append({**package, "deb": os.path.basename(deb), "files_taken": len(files)})
         print(f"{package['name']} {package['version']}: {len(files)} files -> {target}")
     manifest = {"lock": LOCK, "packages": sources}
-    with open(os.path.join(corpus, "SOURCES.json"), "w", encoding="utf-8") as f:
+    # beside the corpus, not in it: the job reads every file of the corpus folder
+    with open(os.path.join(cache, "SOURCES.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
     return manifest
 
