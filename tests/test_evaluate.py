@@ -314,3 +314,44 @@ def test_a_bad_chunking_scores_lower_than_the_default_on_samples(tmp_path):
     assert default["recall@5"] >= 0.8
     assert bad["chunks"] > 3 * default["chunks"]
     assert bad["recall@5"] < default["recall@5"] and bad["mrr@10"] < default["mrr@10"]
+
+
+# --- the question sets -------------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_samples_answers_are_passages_of_their_documents():
+    from eval.verify_answers import check
+
+    assert check([os.path.join(ROOT, "tests", "data", "samples_questions.jsonl")], ROOT) == []
+
+
+def test_a_changed_answer_is_caught(tmp_path):
+    from eval.verify_answers import check
+
+    (tmp_path / "doc.html").write_text("<p>VACUUM reclaims <b>storage</b>\n occupied</p>")
+    good = {
+        "id": "a",
+        "question": "q",
+        "answers": [{"text": "reclaims storage occupied", "source": "doc.html"}],
+    }
+    bad = {
+        "id": "b",
+        "question": "q",
+        "answers": [{"text": "reclaims space", "source": "doc.html"}],
+    }
+    problems = check([_write_jsonl(tmp_path / "q.jsonl", [good, bad])], str(tmp_path))
+    assert len(problems) == 1 and "q.jsonl:2 (b)" in problems[0]
+
+
+def test_the_development_set_spans_two_doc_corpora_and_code():
+    questions = [
+        q
+        for name in ("postgresql", "sqlite_faq", "nodejs", "code")
+        for q in load_questions(os.path.join(ROOT, "eval", "questions", f"{name}.jsonl"))
+    ]
+    assert len(questions) >= 150
+    assert len({q.id for q in questions}) == len(questions)
+    assert {q.doc_type for q in questions} == {"html", "markdown", "code"}
+    assert {q.corpus for q in questions} == {"postgresql", "sqlite", "nodejs", "code"}
