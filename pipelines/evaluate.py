@@ -448,11 +448,15 @@ def evaluate_run(
                 for i in members
             ) / len(members)
             if parents:
-                row.update(scan.parent_tokens.summary())
+                if name == "all":
+                    row.update(scan.parent_tokens.summary())
             elif name == "all" or name.startswith("doc_type="):
                 hist = scan.tokens.get(name.removeprefix("doc_type=") if name != "all" else "")
                 row.update((hist or _TokenHistogram()).summary())
             sets[name] = row
+        first_hit = [
+            next((r + 1 for r, rel in enumerate(ranking) if rel), None) for ranking in rankings
+        ]
         results.append(
             {
                 "run": run,
@@ -463,6 +467,10 @@ def evaluate_run(
                 "cost_usd": report.get("cost_usd"),
                 "answers_without_document": n - len(scan.matched_answers),
                 "sets": sets,
+                # per question: the rank of its first relevant result (None past rank k)
+                "first_relevant_rank": {
+                    q.id: rank for q, rank in zip(questions, first_hit, strict=True)
+                },
             }
         )
     return results

@@ -355,3 +355,14 @@ def test_the_development_set_spans_two_doc_corpora_and_code():
     assert len({q.id for q in questions}) == len(questions)
     assert {q.doc_type for q in questions} == {"html", "markdown", "code"}
     assert {q.corpus for q in questions} == {"postgresql", "sqlite", "nodejs", "code"}
+
+
+def test_corpus_chunker_evaluate_dispatches_to_the_evaluate_command(monkeypatch, capsys, tmp_path):
+    from pipelines import chunk_corpus
+
+    missing = str(tmp_path / "none.jsonl")
+    monkeypatch.setattr("sys.argv", ["corpus-chunker", "evaluate", "RUN", "--questions", missing])
+    with pytest.raises(SystemExit) as exit_:
+        chunk_corpus.main()
+    assert exit_.value.code == 2
+    assert "corpus-chunker evaluate: error: --questions" in capsys.readouterr().err
