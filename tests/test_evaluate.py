@@ -366,3 +366,30 @@ def test_corpus_chunker_evaluate_dispatches_to_the_evaluate_command(monkeypatch,
         chunk_corpus.main()
     assert exit_.value.code == 2
     assert "corpus-chunker evaluate: error: --questions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_real_parent_run_reads_back_and_is_scored_child_to_parent(tmp_path):
+    from pipelines.chunk_corpus import run
+    from tests.tables import read_table
+
+    source = os.path.join(ROOT, "samples", "markdown", "node-path.md")
+    out = tmp_path / "parents"
+    run(
+        [f"--input={source}", f"--output={out}", "--runner=DirectRunner", "--parent_chunk_size=512"]
+    )
+    chunks = read_table(str(out), "chunks").to_pylist()  # pyarrow 25 reads it back
+    parents = [c for c in chunks if c["is_parent"]]
+    children = [c for c in chunks if not c["is_parent"]]
+    assert parents and all(c["embedding"] is None for c in parents)
+    assert all(len(c["embedding"]) == 384 for c in children)
+    questions = os.path.join(ROOT, "tests", "data", "samples_questions.jsonl")
+    node = [q for q in load_questions(questions) if q.id.startswith("path-")]
+    child_row, parent_row = evaluate_run(str(out), node)
+    assert parent_row["label"] == "parents (parent)"
+    assert parent_row["sets"]["all"]["chunks"] == len(parents)
+    assert parent_row["sets"]["all"]["answerable"] == 1.0
+    # at most 10 parents and under 50 children: every parent, counted once, is in the top 10
+    assert len(parents) <= 10 and len(children) < 50
+    assert parent_row["sets"]["all"]["recall@10"] == 1.0
+    assert child_row["sets"]["all"]["chunks"] == len(children)
