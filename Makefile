@@ -19,7 +19,7 @@ TORCH_INDEX ?=
 DEMO_OUT ?= out/demo
 DEMO_FLAGS ?=
 
-.PHONY: setup demo test test-fast fuzz lint format bench clean
+.PHONY: setup demo test test-fast fuzz lint format bench eval clean
 
 setup: $(STAMP)
 
@@ -58,6 +58,11 @@ bench: setup
 	$(PIP) install $(PIP_QUIET) -c constraints.txt -e ".[bench]"
 	$(PY) bench/chunkers.py
 	$(PY) bench/embedding.py
+
+# Retrieval quality on the development set (eval/README.md); 41.5 min on 2 busy shared cores.
+eval: setup
+	$(PIP) install -q -c constraints.txt -e ".[eval]"
+	$(PY) -m eval.run_eval $(EVAL_FLAGS)
 
 clean:
 	rm -rf $(VENV) .cache out *.egg-info

@@ -50,6 +50,7 @@ setup(
         # playwright drives Debian's chromium (no browser download) in the page test
         "dev": ["pytest", "hypothesis", "ruff", "playwright"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk"],
+        "eval": ["langchain-text-splitters"],  # the peer rows of `make eval`
     },
     entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},
 )

@@ -111,7 +111,7 @@ def build_pipeline(
     if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs
         tables[REUSED_CHUNK_ROWS] = rebuild.reused_rows
     written = tables | "Write tables" >> WriteShards(
-        config.output, config.embedding.dimension, write_chunks=not config.estimate
+        config.output, config.written_embedding_dim, write_chunks=not config.estimate
     )
     events = merge("Stage events", read.events, chunked.events, rebuild.events)
     account = AccountInputs(events, chunks, rejects, written)
@@ -365,6 +365,7 @@ def _run_with_progress(
 # Commands beside the job: `corpus-chunker NAME ...` runs "module:function" with the rest of
 # the arguments.
 SUBCOMMANDS = {
+    "evaluate": "pipelines.evaluate:main",
     "inspect": "pipelines.inspect:main",
 }
 

@@ -323,6 +323,13 @@ class JobConfig:
         return self.chunking.config_fingerprint
 
     @property
+    def written_embedding_dim(self) -> int | None:
+        """The fixed size of chunks/' embedding column, or None for a plain list: parents are
+        not embedded, and pyarrow < 26 cannot read back a null in a fixed-size list column
+        (apache/arrow#35692), so with parents the column is a plain list."""
+        return None if self.chunking.parent_chunk_size else self.embedding.dimension
+
+    @property
     def embeds(self) -> bool:
         return self.embedding.path is not None and not self.estimate
 

@@ -1,0 +1,119 @@
+"""Fetch the development corpora: apt-get download the pinned Debian packages, check their
+sha256, unpack them with dpkg -x, and copy the selected files into one corpus folder.
+
+    python -m eval.fetch [--cache .cache/eval]
+
+Writes CACHE/corpus/<corpus>/... and CACHE/SOURCES.json (package, version, sha256 and
+the files taken). A package already in CACHE/debs with the right sha256 is not downloaded
+again. A version that the mirror no longer carries, or a different sha256, stops with an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+LOCK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpora.json")
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def deb_path(debs: str, package: dict[str, Any]) -> str:
+    # apt-get download names the file NAME_VERSION_ARCH.deb with the epoch's ':' as %3a
+    version = package["version"].replace(":", "%3a")
+    return os.path.join(debs, f"{package['name']}_{version}_all.deb")
+
+
+def download(debs: str, package: dict[str, Any]) -> str:
+    path = deb_path(debs, package)
+    if not (os.path.exists(path) and sha256(path) == package["sha256"]):
+        spec = f"{package['name']}={package['version']}"
+        done = subprocess.run(
+            ["apt-get", "download", spec], cwd=debs, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(
+                f"eval.fetch: apt-get download {spec} failed (run apt-get update first; a "
+                f"superseded version leaves the mirror, then pin the new one in {LOCK} and "
+                f"rerun eval.make_questions):\n{done.stderr.strip()}"
+            )
+    actual = sha256(path)
+    if actual != package["sha256"]:
+        raise SystemExit(f"eval.fetch: {path} has sha256 {actual}, {LOCK} pins {package['sha256']}")
+    return path
+
+
+def select(unpacked: str, patterns: list[str]) -> list[str]:
+    """Files under `unpacked` (relative paths, sorted) that the glob patterns match."""
+    found = []
+    for folder, _, files in os.walk(unpacked):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), unpacked)
+            if any(fnmatch.fnmatchcase(rel, p) for p in patterns):
+                found.append(rel)
+    return sorted(found)
+
+
+def fetch(cache: str) -> dict[str, Any]:
+    with open(LOCK, encoding="utf-8") as f:
+        lock = json.load(f)
+    debs = os.path.join(cache, "debs")
+    corpus = os.path.join(cache, "corpus")
+    os.makedirs(debs, exist_ok=True)
+    shutil.rmtree(corpus, ignore_errors=True)
+    sources = []
+    for package in lock["packages"]:
+        deb = download(debs, package)
+        unpacked = os.path.join(cache, "unpacked", package["name"])
+        shutil.rmtree(unpacked, ignore_errors=True)
+        os.makedirs(unpacked)
+        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+        files = select(unpacked, package["files"])
+        if not files:
+            raise SystemExit(f"eval.fetch: no file of {package['name']} matches {package['files']}")
+        target = os.path.join(corpus, package["corpus"])
+        os.makedirs(target, exist_ok=True)
+        for rel in files:
+            name = os.path.basename(rel)
+            if name.endswith(".gz"):
+                with (
+                    gzip.open(os.path.join(unpacked, rel)) as src,
+                    open(os.path.join(target, name[:-3]), "wb") as dst,
+                ):
+                    shutil.copyfileobj(src, dst)
+            else:
+                shutil.copyfile(os.path.join(unpacked, rel), os.path.join(target, name))
+        sources.append({**package, "deb": os.path.basename(deb), "files_taken": len(files)})
+        print(f"{package['name']} {package['version']}: {len(files)} files -> {target}")
+    manifest = {"lock": LOCK, "packages": sources}
+    # beside the corpus, not in it: the job reads every file of the corpus folder
+    with open(os.path.join(cache, "SOURCES.json"), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", default=".cache/eval", help="cache folder")
+    args = parser.parse_args()
+    if shutil.which("apt-get") is None or shutil.which("dpkg") is None:
+        sys.exit("eval.fetch: needs apt-get and dpkg (a Debian or Ubuntu machine)")
+    fetch(args.cache)
+
+
+if __name__ == "__main__":
+    main()

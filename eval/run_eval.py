@@ -1,0 +1,145 @@
+"""`make eval`: fetch the development corpora, run every configuration, score them side by side.
+
+    python -m eval.run_eval [--cache .cache/eval] [--only NAME ...] [--reuse]
+
+Steps: eval.fetch (pinned Debian packages, sha256 checked), eval.verify_answers (every answer
+is a passage of its document), the job once per configuration below, the LangChain baselines
+over the default run's extracted documents, then `corpus-chunker evaluate` on all of them.
+The table goes to stdout and CACHE/results.md, the numbers to CACHE/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from eval.fetch import fetch
+from eval.verify_answers import check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUESTIONS = sorted(glob.glob(os.path.join(HERE, "questions", "*.jsonl")))
+ALL_TYPES = ("html", "markdown", "code", "text")
+# Slow extraction is not what is measured here: on a busy machine the 5 s default rejected pages.
+COMMON = ["--runner=DirectRunner", "--extract_timeout_s=60", "--overwrite"]
+
+# name -> flags of the job; "langchain" entries are (chunk_size, overlap) of the peer splitter
+JOB_CONFIGS = {
+    "default": [],
+    "context-none": ["--context=none"],
+    "fixed-512-15pct": [
+        *(f"--strategy_{t}=fixed" for t in ALL_TYPES),
+        "--chunk_size=512",
+        "--chunk_overlap=76",
+        "--context=none",
+    ],
+    "parent-768": ["--parent_chunk_size=768"],
+}
+LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
+ORDER = ["default", "context-none", "fixed-512-15pct", "langchain-256", "langchain-512",
+         "parent-768"]  # fmt: skip
+
+
+def _run(command: list[str], log: str) -> float:
+    print("$ " + shlex.join(command), flush=True)
+    started = time.time()
+    with open(log, "w", encoding="utf-8") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        with open(log, encoding="utf-8") as f:
+            tail = f.read()[-3000:]
+        raise SystemExit(f"eval: failed ({done.returncode}), log {log}:\n{tail}")
+    seconds = time.time() - started
+    print(f"  done in {seconds:.0f} s (log {log})", flush=True)
+    return seconds
+
+
+def _reusable(run: str, command: list[str]) -> bool:
+    stamp = os.path.join(run, "eval_command.json")
+    if not (os.path.exists(os.path.join(run, "run_manifest.json")) and os.path.exists(stamp)):
+        return False
+    with open(stamp, encoding="utf-8") as f:
+        return json.load(f) == command
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", default=".cache/eval", help="cache folder")
+    parser.add_argument("--only", nargs="+", default=None, choices=ORDER, help="configurations")
+    parser.add_argument("--reuse", action="store_true", help="keep finished runs of same flags")
+    args = parser.parse_args()
+    cache = os.path.abspath(args.cache)
+    names = args.only or ORDER
+    started = time.time()
+
+    sources = fetch(cache)
+    corpus = os.path.join(cache, "corpus")
+    problems = check(QUESTIONS, corpus)
+    if problems:
+        raise SystemExit(
+            "eval: answers that are not passages of their documents:\n" + "\n".join(problems)
+        )
+    questions = os.path.join(cache, "questions.jsonl")
+    with open(questions, "w", encoding="utf-8") as out:
+        for path in QUESTIONS:
+            with open(path, encoding="utf-8") as f:
+                out.write(f.read())
+
+    python = sys.executable
+    runs_dir = os.path.join(cache, "runs")
+    os.makedirs(runs_dir, exist_ok=True)
+    seconds: dict[str, float] = {}
+    commands: dict[str, str] = {}
+    needed = [n for n in names if n in JOB_CONFIGS]
+    if any(n in LANGCHAIN_CONFIGS for n in names) and "default" not in needed:
+        needed.insert(0, "default")  # the baselines split the default run's documents
+    for name in needed:
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "pipelines.chunk_corpus", "--input", corpus + "/",
+                   "--output", run, *COMMON, *JOB_CONFIGS[name]]  # fmt: skip
+        commands[name] = shlex.join(["corpus-chunker", *command[3:]])
+        if args.reuse and _reusable(run, command):
+            print(f"reusing {run}")
+            continue
+        seconds[name] = _run(command, os.path.join(runs_dir, f"{name}.log"))
+        with open(os.path.join(run, "eval_command.json"), "w", encoding="utf-8") as f:
+            json.dump(command, f)
+    for name in (n for n in names if n in LANGCHAIN_CONFIGS):
+        size, overlap = LANGCHAIN_CONFIGS[name]
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "eval.langchain_run", "--documents",
+                   os.path.join(runs_dir, "default"), "--output", run,
+                   f"--chunk_size={size}", f"--chunk_overlap={overlap}"]  # fmt: skip
+        commands[name] = shlex.join(["python", *command[1:]])
+        if args.reuse and _reusable(run, command):
+            print(f"reusing {run}")
+            continue
+        seconds[name] = _run(command, os.path.join(runs_dir, f"{name}.log"))
+        with open(os.path.join(run, "eval_command.json"), "w", encoding="utf-8") as f:
+            json.dump(command, f)
+
+    from pipelines.evaluate import evaluate, markdown_table
+
+    evaluation = evaluate([os.path.join(runs_dir, n) for n in names], questions)
+    evaluation["packages"] = sources["packages"]
+    evaluation["commands"] = commands
+    evaluation["run_seconds"] = seconds
+    evaluation["total_seconds"] = time.time() - started
+    table = markdown_table(evaluation)
+    date = datetime.date.today().isoformat()
+    with open(os.path.join(cache, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(evaluation, f, indent=2)
+    with open(os.path.join(cache, "results.md"), "w", encoding="utf-8") as f:
+        f.write(f"`make eval`, {date}, {evaluation['n_questions']} questions\n\n{table}\n")
+    print(table)
+    print(f"\nmake eval: {evaluation['total_seconds'] / 60:.1f} min; {cache}/results.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,576 @@
+"""corpus-chunker evaluate: retrieval metrics of finished runs on a labelled question set.
+
+    corpus-chunker evaluate RUN [RUN...] --questions Q.jsonl [--json_out F] [--k 1 5 10]
+    python -m pipelines.evaluate ...                                   (the same)
+
+Each question is embedded with its run's own model (the one `run_manifest.json` names) and
+scored against every embedded chunk by exact cosine similarity. The chunks table is read in
+record batches and only a running top list per question is kept, so memory holds one batch
+of embeddings plus the questions, whatever the corpus size. Relevance is the word-shingle
+rule of `pipelines.relevance`, and only chunks of the document an answer names can be
+relevant to it. A run with parent chunks (`--parent_chunk_size`) is scored twice: its
+children as retrieved, and "retrieve the child, return its parent".
+
+Metrics, per question, then averaged (a question's answers are its answer passages):
+- Recall@k: the fraction of its answers that at least one of the top k results is relevant to
+  (a question with one answer scores 1 or 0: the hit rate).
+- MRR@10: 1 / the rank of the first result relevant to any answer, 0 past rank 10.
+- nDCG@10: each result gains the number of answers it is the first to cover, discounted by
+  log2(rank + 1); the ideal covers one answer per rank.
+- answerable: the share of questions with at least one relevant chunk anywhere in the index
+  (a ceiling of Recall@k).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipelines.relevance import Passage, relevant, source_matches
+
+DEFAULT_KS = (1, 5, 10)
+RANK_DEPTH = 10  # MRR@10, nDCG@10
+PARENT_FANOUT = 5  # children kept per parent slot, to find k distinct parents
+BATCH_ROWS = 2048
+COLUMNS = ["chunk_id", "source", "doc_type", "text", "token_count", "is_parent", "parent_id"]
+
+
+# --- questions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    source: str
+    passage: Passage
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    answers: tuple[Answer, ...]
+    corpus: str | None = None
+    doc_type: str | None = None
+
+
+def load_questions(path: str) -> list[Question]:
+    """Read a question file (JSONL); a bad line raises ValueError naming the file and line."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--questions {path}: no such file")
+    out: list[Question] = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not JSON ({e.msg})") from None
+            out.append(_question(record, where))
+            if out[-1].id in seen:
+                raise ValueError(f"{where}: duplicate id {out[-1].id!r}")
+            seen.add(out[-1].id)
+    if not out:
+        raise ValueError(f"--questions {path} holds no questions")
+    return out
+
+
+def _question(record: Any, where: str) -> Question:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: a question must be a JSON object")
+    for key in ("id", "question"):
+        if not isinstance(record.get(key), str) or not record[key].strip():
+            raise ValueError(f"{where}: {key!r} must be a non-empty string")
+    answers = record.get("answers")
+    if not isinstance(answers, list) or not answers:
+        raise ValueError(f"{where}: 'answers' must be a non-empty list")
+    parsed = []
+    for i, answer in enumerate(answers):
+        if not isinstance(answer, dict):
+            raise ValueError(f"{where}: answers[{i}] must be an object with text and source")
+        for key in ("text", "source"):
+            if not isinstance(answer.get(key), str) or not answer[key].strip():
+                raise ValueError(f"{where}: answers[{i}].{key} must be a non-empty string")
+        passage = Passage.of(answer["text"])
+        if not passage.words:
+            raise ValueError(f"{where}: answers[{i}].text has no words")
+        parsed.append(Answer(answer["text"], answer["source"], passage))
+    for key in ("corpus", "doc_type"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise ValueError(f"{where}: {key!r} must be a string when given")
+    return Question(
+        record["id"],
+        record["question"],
+        tuple(parsed),
+        record.get("corpus"),
+        record.get("doc_type"),
+    )
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def score_ranking(
+    ranked: Sequence[frozenset[int]], n_answers: int, ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, float]:
+    """Metrics of one question: `ranked[i]` holds the answers the result at rank i+1 is
+    relevant to (indexes in 0..n_answers-1). Definitions in the module docstring."""
+    if n_answers < 1:
+        raise ValueError(f"a question needs at least one answer, got n_answers={n_answers}")
+    out: dict[str, float] = {}
+    for k in ks:
+        covered = set().union(*ranked[:k]) if ranked[:k] else set()
+        out[f"recall@{k}"] = len(covered) / n_answers
+    first = next((i for i, rel in enumerate(ranked[:RANK_DEPTH]) if rel), None)
+    out[f"mrr@{RANK_DEPTH}"] = 0.0 if first is None else 1.0 / (first + 1)
+    dcg, seen = 0.0, set()
+    for i, rel in enumerate(ranked[:RANK_DEPTH]):
+        new = rel - seen
+        seen |= rel
+        dcg += len(new) / math.log2(i + 2)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(RANK_DEPTH, n_answers)))
+    out[f"ndcg@{RANK_DEPTH}"] = dcg / ideal
+    return out
+
+
+def metric_names(ks: Sequence[int]) -> list[str]:
+    return [f"recall@{k}" for k in ks] + [f"mrr@{RANK_DEPTH}", f"ndcg@{RANK_DEPTH}"]
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _TokenHistogram:
+    """Chunk token counts as a histogram: exact mean and percentiles in bounded memory."""
+
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def add(self, values: np.ndarray) -> None:
+        if not len(values):
+            return
+        hist = np.bincount(np.maximum(values, 0))
+        if len(hist) > len(self.counts):
+            self.counts = np.pad(self.counts, (0, len(hist) - len(self.counts)))
+        self.counts[: len(hist)] += hist
+
+    def summary(self) -> dict[str, Any]:
+        n = int(self.counts.sum())
+        if not n:
+            return {"chunks": 0, "mean_tokens": None, "p90_tokens": None}
+        values = np.arange(len(self.counts))
+        p90 = int(np.searchsorted(np.cumsum(self.counts), math.ceil(0.9 * n)))
+        return {
+            "chunks": n,
+            "mean_tokens": float((values * self.counts).sum() / n),
+            "p90_tokens": p90,
+        }
+
+
+@dataclass
+class RunScan:
+    """What one pass over a run's chunks table leaves: top lists and relevance."""
+
+    top_ids: list[list[str]]  # per question, chunk ids of the best children, best first
+    parent_of: dict[str, str | None]  # chunk id -> parent id, for every id in top_ids
+    relevant_to: dict[str, frozenset[int]]  # chunk id -> global answer indexes it is relevant to
+    searchable: set[int]  # answers with a relevant embedded (non-parent) chunk
+    parents_cover: set[int]  # answers with a relevant parent chunk
+    matched_answers: set[int]  # answers whose source is a document of the run
+    tokens: dict[str, _TokenHistogram]  # "" for all, else per doc_type, searchable chunks
+    parent_tokens: _TokenHistogram
+    has_parents: bool
+
+
+def _read_json(path: str, what: str) -> dict:
+    if not os.path.isfile(path):
+        raise ValueError(f"{what}: {path} is missing (not a finished run?)")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def run_model(run: str) -> str:
+    """The embedding model a run's manifest names."""
+    manifest = _read_json(os.path.join(run, "run_manifest.json"), f"run {run}")
+    if manifest.get("mode") == "estimate":
+        raise ValueError(f"run {run} is an --estimate run: it has no embedded chunks to search")
+    model = (manifest.get("config") or {}).get("embedding_model")
+    if not model or model == "none":
+        raise ValueError(f"run {run} embedded nothing (embedding_model={model!r})")
+    return model
+
+
+def embed_questions(model_name: str, texts: Sequence[str]) -> np.ndarray:
+    """Normalised float32 vectors of `texts`, by the model a run names (loaded as the job does)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    from transforms.embed import pick_device
+    from transforms.models import resolve_model_path
+
+    model = SentenceTransformer(resolve_model_path(model_name), device=pick_device("auto"))
+    vectors = model.encode(
+        list(texts),
+        batch_size=32,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _batches(run: str) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    folder = os.path.join(run, "chunks")
+    if not os.path.isdir(folder):
+        raise ValueError(f"run {run} has no chunks/ folder")
+    dataset = ds.dataset(folder, format="parquet")
+    if "embedding" not in dataset.schema.names:
+        raise ValueError(f"run {run}: chunks/ has no embedding column")
+    try:
+        yield from dataset.to_batches(columns=[*COLUMNS, "embedding"], batch_size=BATCH_ROWS)
+    except pa.ArrowInvalid as e:
+        raise ValueError(
+            f"run {run}: cannot read chunks/ ({e}); a run with parent chunks written before "
+            "their embedding column became a plain list holds nulls in a fixed-size list, "
+            "which pyarrow < 26 cannot read (apache/arrow#35692): rerun it"
+        ) from None
+
+
+def _embedding_matrix(run: str, column: Any, rows: np.ndarray, dim: int) -> np.ndarray:
+    import pyarrow as pa
+
+    values = column.take(pa.array(rows, type=pa.int64())).flatten()
+    if len(values) != len(rows) * dim:
+        raise ValueError(
+            f"run {run}: its embeddings are not all {dim}-dimensional, as the vectors of "
+            "the model its manifest names are"
+        )
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+
+
+def scan_run(
+    run: str,
+    questions: Sequence[Question],
+    vectors: np.ndarray,
+    depth: int,
+    answers_of_source: _SourceIndex,
+) -> RunScan:
+    """One pass over the run's chunks: a running top `depth` per question, and relevance."""
+    n_q, dim = vectors.shape
+    top_scores = np.full((n_q, 0), -np.inf, dtype=np.float32)
+    top_rows = np.zeros((n_q, 0), dtype=np.int64)
+    ids_of_row: dict[int, tuple[str, str | None]] = {}
+    relevant_to: dict[str, frozenset[int]] = {}
+    searchable: set[int] = set()
+    parents_cover: set[int] = set()
+    matched: set[int] = set()
+    tokens: dict[str, _TokenHistogram] = defaultdict(_TokenHistogram)
+    parent_tokens = _TokenHistogram()
+    has_parents = False
+    offset = 0
+    for batch in _batches(run):
+        cols = {name: batch.column(name) for name in COLUMNS}
+        is_parent = np.asarray(cols["is_parent"].to_numpy(zero_copy_only=False), dtype=bool)
+        valid = np.asarray(batch.column("embedding").is_valid().to_numpy(zero_copy_only=False))
+        search = ~is_parent & valid
+        sources = cols["source"].to_pylist()
+        chunk_ids = cols["chunk_id"].to_pylist()
+        texts = cols["text"].to_pylist()
+        doc_types = cols["doc_type"].to_pylist()
+        counts = np.asarray(cols["token_count"].to_numpy(zero_copy_only=False), dtype=np.int64)
+        for i, source in enumerate(sources):
+            candidates = answers_of_source.get(source)
+            if not candidates:
+                continue
+            matched.update(candidates)
+            chunk = Passage.of(texts[i])
+            hits = frozenset(a for a in candidates if relevant(chunk, answers_of_source.answer(a)))
+            if hits:
+                relevant_to[chunk_ids[i]] = hits
+                if is_parent[i]:
+                    parents_cover.update(hits)
+                elif search[i]:
+                    searchable.update(hits)
+        if is_parent.any():
+            has_parents = True
+            parent_tokens.add(counts[is_parent])
+        rows = np.flatnonzero(search)
+        tokens[""].add(counts[rows])
+        for doc_type in set(doc_types):
+            mask = np.array([t == doc_type for t in doc_types]) & search
+            tokens[doc_type].add(counts[mask])
+        if len(rows):
+            matrix = _embedding_matrix(run, batch.column("embedding"), rows, dim)
+            scores = vectors @ matrix.T
+            all_scores = np.concatenate([top_scores, scores], axis=1)
+            all_rows = np.concatenate([top_rows, np.broadcast_to(rows + offset, scores.shape)], 1)
+            # Stable: equal scores keep the order the rows were read in.
+            order = np.argsort(-all_scores, axis=1, kind="stable")[:, :depth]
+            top_scores = np.take_along_axis(all_scores, order, 1)
+            top_rows = np.take_along_axis(all_rows, order, 1)
+            parent_ids = cols["parent_id"].to_pylist()
+            for r in rows:
+                ids_of_row[int(r) + offset] = (chunk_ids[r], parent_ids[r])
+            keep = set(top_rows.ravel().tolist())
+            ids_of_row = {r: v for r, v in ids_of_row.items() if r in keep}
+        offset += batch.num_rows
+    top_ids = [[ids_of_row[int(r)][0] for r in row] for row in top_rows]
+    parent_of = dict(ids_of_row.values())
+    return RunScan(
+        top_ids,
+        parent_of,
+        relevant_to,
+        searchable,
+        parents_cover,
+        matched,
+        dict(tokens),
+        parent_tokens,
+        has_parents,
+    )
+
+
+class _SourceIndex:
+    """Global answer indexes by chunk source, resolved once per distinct source."""
+
+    def __init__(self, questions: Sequence[Question]) -> None:
+        self.answers: list[Answer] = [a for q in questions for a in q.answers]
+        self._by_name: dict[str, list[int]] = defaultdict(list)
+        for i, answer in enumerate(self.answers):
+            self._by_name[answer.source.replace("\\", "/").rsplit("/", 1)[-1]].append(i)
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    def get(self, source: str) -> tuple[int, ...]:
+        found = self._cache.get(source)
+        if found is None:
+            name = source.replace("\\", "/").rsplit("/", 1)[-1]
+            found = tuple(
+                i
+                for i in self._by_name.get(name, ())
+                if source_matches(source, self.answers[i].source)
+            )
+            self._cache[source] = found
+        return found
+
+    def answer(self, index: int) -> Passage:
+        return self.answers[index].passage
+
+
+# --- scoring and tables ----------------------------------------------------------------------
+
+
+def _rankings(
+    scan: RunScan, questions: Sequence[Question], first: Sequence[int], k: int, parents: bool
+) -> list[list[frozenset[int]]]:
+    out = []
+    for q, ids in enumerate(scan.top_ids):
+        if parents:
+            picked: list[str] = []
+            for chunk_id in ids:
+                parent = scan.parent_of.get(chunk_id) or chunk_id
+                if parent not in picked:
+                    picked.append(parent)
+            ids = picked
+        local = range(first[q], first[q] + len(questions[q].answers))
+        out.append(
+            [
+                frozenset(a - first[q] for a in scan.relevant_to.get(c, ()) if a in local)
+                for c in ids[:k]
+            ]
+        )
+    return out
+
+
+def _groups(questions: Sequence[Question]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {"all": list(range(len(questions)))}
+    for key in ("corpus", "doc_type"):
+        values = sorted({getattr(q, key) for q in questions if getattr(q, key)})
+        if len(values) > 1:
+            for value in values:
+                groups[f"{key}={value}"] = [
+                    i for i, q in enumerate(questions) if getattr(q, key) == value
+                ]
+    return groups
+
+
+def evaluate_run(
+    run: str,
+    questions: Sequence[Question],
+    ks: Sequence[int] = DEFAULT_KS,
+    vectors: np.ndarray | None = None,
+) -> list[dict[str, Any]]:
+    """One result per way of scoring the run (children; with parents also parents)."""
+    model = run_model(run)  # refuses an unfinished or unembedded run first
+    if vectors is None:
+        vectors = embed_questions(model, [q.question for q in questions])
+    index = _SourceIndex(questions)
+    k = max(max(ks), RANK_DEPTH)
+    scan = scan_run(run, questions, vectors, k * PARENT_FANOUT, index)
+    if not scan.matched_answers:
+        example = questions[0].answers[0].source
+        raise ValueError(
+            f"run {run}: no answer's source names a document of the run (e.g. {example!r}); "
+            "answer sources are matched as a suffix of the chunks' source path"
+        )
+    first, n = [], 0
+    for q in questions:
+        first.append(n)
+        n += len(q.answers)
+    report = _read_json(os.path.join(run, "cost_report.json"), f"run {run}")
+    results = []
+    for parents in (False, True) if scan.has_parents else (False,):
+        rankings = _rankings(scan, questions, first, k, parents)
+        covers = scan.parents_cover if parents else scan.searchable
+        sets = {}
+        for name, members in _groups(questions).items():
+            per_q = [score_ranking(rankings[i], len(questions[i].answers), ks) for i in members]
+            row: dict[str, Any] = {"questions": len(members)}
+            for metric in metric_names(ks):
+                row[metric] = sum(m[metric] for m in per_q) / len(members)
+            row["answerable"] = sum(
+                any(a in covers for a in range(first[i], first[i] + len(questions[i].answers)))
+                for i in members
+            ) / len(members)
+            if parents:
+                if name == "all":
+                    row.update(scan.parent_tokens.summary())
+            elif name == "all" or name.startswith("doc_type="):
+                hist = scan.tokens.get(name.removeprefix("doc_type=") if name != "all" else "")
+                row.update((hist or _TokenHistogram()).summary())
+            sets[name] = row
+        first_hit = [
+            next((r + 1 for r, rel in enumerate(ranking) if rel), None) for ranking in rankings
+        ]
+        results.append(
+            {
+                "run": run,
+                "label": os.path.basename(os.path.normpath(run)) + (" (parent)" if parents else ""),
+                "scoring": "child -> parent" if parents else "chunk",
+                "embedding_model": model,
+                "embedded_tokens": report.get("embedded_tokens"),
+                "cost_usd": report.get("cost_usd"),
+                "answers_without_document": n - len(scan.matched_answers),
+                "sets": sets,
+                # per question: the rank of its first relevant result (None past rank k)
+                "first_relevant_rank": {
+                    q.id: rank for q, rank in zip(questions, first_hit, strict=True)
+                },
+            }
+        )
+    return results
+
+
+def evaluate(
+    runs: Sequence[str], questions_path: str, ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, Any]:
+    """Score every run on the question file; the questions are embedded once per model."""
+    questions = load_questions(questions_path)
+    models = {run: run_model(run) for run in runs}
+    vectors = {
+        model: embed_questions(model, [q.question for q in questions])
+        for model in dict.fromkeys(models.values())
+    }
+    results = []
+    for run in runs:
+        results.extend(evaluate_run(run, questions, ks, vectors[models[run]]))
+    return {
+        "questions": questions_path,
+        "n_questions": len(questions),
+        "k": list(ks),
+        "evaluated_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "results": results,
+    }
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def markdown_table(evaluation: dict[str, Any]) -> str:
+    """The side-by-side table: one block of rows per question set, one row per run."""
+    ks = evaluation["k"]
+    names = metric_names(ks)
+    header = ["set", "run", "questions", *(n.replace("recall", "R") for n in names)]
+    header += ["answerable", "chunks", "mean tok", "p90 tok", "embedded tok", "$"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    sets = list(dict.fromkeys(s for r in evaluation["results"] for s in r["sets"]))
+    for set_name in sets:
+        for result in evaluation["results"]:
+            row = result["sets"].get(set_name)
+            if row is None:
+                continue
+            whole = set_name == "all"
+            cells = [set_name, result["label"], _fmt(row["questions"])]
+            cells += [_fmt(row[n]) for n in names] + [_fmt(row["answerable"])]
+            cells += [
+                _fmt(row.get("chunks")),
+                _fmt(row.get("mean_tokens"), 1),
+                _fmt(row.get("p90_tokens")),
+                _fmt(result["embedded_tokens"]) if whole else "",
+                _fmt(result["cost_usd"], 6) if whole else "",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Iterable[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="corpus-chunker evaluate",
+        description="Retrieval metrics of finished runs on a labelled question set, side by side.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="output folders of finished runs")
+    parser.add_argument("--questions", required=True, help="question file (JSONL)")
+    parser.add_argument("--json_out", default=None, help="also write the results as JSON here")
+    parser.add_argument(
+        "--k", type=int, nargs="+", default=list(DEFAULT_KS), help="cut-offs of Recall@k"
+    )
+    args = parser.parse_args(list(argv))
+    if any(k < 1 for k in args.k):
+        parser.error(f"--k values must be positive, got {args.k}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        evaluation = evaluate(args.runs, args.questions, sorted(set(args.k)))
+    except ValueError as e:
+        print(f"corpus-chunker evaluate: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    for result in evaluation["results"]:
+        if result["answers_without_document"]:
+            print(
+                f"warning: {result['label']}: {result['answers_without_document']} answers name "
+                "a source that is not a document of the run",
+                file=sys.stderr,
+            )
+    print(markdown_table(evaluation))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(evaluation, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
