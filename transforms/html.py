@@ -40,6 +40,7 @@ headings and the title read "textwrap — Text wrapping and filling", not "...fi
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 import trafilatura
@@ -106,12 +107,23 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     return HtmlExtraction(
-        text=(text or "").strip(),
+        text=definition_terms_inline(text or "").strip(),
         title=meta.title or None,
         url=meta.url or None,
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
     )
+
+
+# trafilatura 2.3 writes a definition list's term (`<dt>`: every API signature of Sphinx docs)
+# as a line "- " and the term on the next line; CommonMark reads "term\n- " as a setext
+# heading, so every signature became a false level-2 heading that the real ones nested under.
+_DEFINITION_TERM = re.compile(r"^- \n(?=[^\s-])", re.MULTILINE)
+
+
+def definition_terms_inline(markdown: str) -> str:
+    """trafilatura's "- " + newline + term, as the list item "- term" it stands for."""
+    return _DEFINITION_TERM.sub("- ", markdown)
 
 
 class HtmlTooDeep(ValueError):

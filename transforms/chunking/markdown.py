@@ -81,7 +81,8 @@ def _heading_text(source: str, env: dict) -> str:
     md = _parser()
     parts = []
     for child in md.inline.parse(source, md, env, []):
-        if child.type in ("text", "code_inline"):
+        # text_special: a backslash escape (`\_\_gt\_\_` is `__gt__`), which people search for
+        if child.type in ("text", "code_inline", "text_special"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
