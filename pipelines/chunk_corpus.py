@@ -145,13 +145,18 @@ def build_pipeline(
             device=config.embedding.device,
             encode_batch_size=config.embedding.batch_size,
             max_batch_size=config.embedding.max_batch,
+            backend=config.embedding.backend,
+            onnx_sha256=config.embedding.onnx_sha256,
+            cache_dir=config.embedding.cache_dir,
         )
-        embedded, embed_rejects = counted | "Embed chunks" >> EmbedChunks(
-            handler, config.embedding.model
+        embedded, embed_rejects, duplicate_events = counted | "Embed chunks" >> EmbedChunks(
+            handler, config.embedding.model_id or config.embedding.model
         )
         reject_parts.append(embed_rejects)
+        embed_events = [duplicate_events]
     else:
         embedded = counted
+        embed_events = []
     # Parents are written for small-to-big retrieval, never embedded or priced. A Flatten is
     # a stage boundary on some runners (every chunk materialised once more, a seventh of the
     # chunk stage's time on the multi-process DirectRunner), so only when there are parents.
@@ -191,6 +196,7 @@ def build_pipeline(
         | "Chunk events" >> beam.FlatMap(_chunk_events, config.embedding.max_seq_length)
         | "Chunk totals" >> beam.CombineGlobally(accounting.CostReportFn()),
         rejects | "Reject events" >> beam.Map(accounting.reject_event),
+        *embed_events,
         *extra_events,
     ) | "All events" >> beam.Flatten()
     manifest = {

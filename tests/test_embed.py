@@ -246,7 +246,7 @@ def counters_of(result: Any) -> dict[str, int]:
 
 def run_embed(handler: SentenceTransformerHandler, chunks: list[Chunk], check_good, check_bad):
     p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
-    good, bad = p | beam.Create(chunks) | EmbedChunks(handler, "default")
+    good, bad, _ = p | beam.Create(chunks) | EmbedChunks(handler, "default")
     assert_that(good, check_good, label="good")
     assert_that(bad, check_bad, label="bad")
     result = p.run()

@@ -27,6 +27,9 @@ UNCHANGED = "unchanged"  # ("unchanged", doc_type): chunks reused from --previou
 REUSED = "reused"  # ("reused", embed_tokens) one chunk row copied from --previous_output
 REMOVED = "removed"  # ("removed",) a document of the previous run no longer in the input
 SKIPPED = "skipped"  # ("skipped", why) a matched file not read: "hidden" or "output_folder"
+# ("deduplicated", embed_tokens) a chunk whose embedded text (header and text) another chunk of
+# the run has too: the model read it once, and both got that vector
+DEDUPLICATED = "deduplicated"
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class CostReportFn(beam.CombineFn):
             "documents_removed": 0,
             "chunks_reused": 0,
             "reused_embedded_tokens": 0,
+            "chunks_deduplicated": 0,
+            "deduplicated_embedded_tokens": 0,
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
             "rejects": {},
@@ -128,6 +133,9 @@ class CostReportFn(beam.CombineFn):
             acc["reused_embedded_tokens"] += event[1]
         elif kind == REMOVED:
             acc["documents_removed"] += 1
+        elif kind == DEDUPLICATED:
+            acc["chunks_deduplicated"] += 1
+            acc["deduplicated_embedded_tokens"] += event[1]
         elif kind == SKIPPED:
             acc["files_skipped"][event[1]] = acc["files_skipped"].get(event[1], 0) + 1
         elif kind == DOC:
@@ -181,6 +189,8 @@ class CostReportFn(beam.CombineFn):
                 "documents_removed",
                 "chunks_reused",
                 "reused_embedded_tokens",
+                "chunks_deduplicated",
+                "deduplicated_embedded_tokens",
                 "boilerplate_lines_removed",
                 "boilerplate_tokens_removed",
                 "chunk_rejects",
@@ -236,6 +246,9 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "parent_chunks": int(totals["parent_chunks"]),
         "chunks_reused": acc["chunks_reused"],
         "chunks_rejected": acc["chunk_rejects"],
+        # Embedded by the vector of an identical embedded text (not read by the model again).
+        "chunks_deduplicated": acc["chunks_deduplicated"],
+        "deduplicated_embedded_tokens": acc["deduplicated_embedded_tokens"],
         "document_tokens": int(totals["document_tokens"]),
         "boilerplate_lines_removed": acc["boilerplate_lines_removed"],
         "boilerplate_tokens_removed": acc["boilerplate_tokens_removed"],
@@ -295,6 +308,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"run (parents {report['parent_chunks']}, "
         f"rejected {report['chunks_rejected']}, truncated by the model "
         f"{report['chunks_truncated']})",
+        f"- identical embedded texts: {report['chunks_deduplicated']} chunks took the vector of "
+        f"another chunk with the same header and text ({report['deduplicated_embedded_tokens']:,} "
+        "tokens the model did not read again)",
         f"- document tokens: {report['document_tokens']:,}; embedded tokens: "
         f"{report['embedded_tokens']:,} (headers {report['header_tokens']:,}); overlap inflation "
         f"{report['overlap_inflation']}",
