@@ -378,3 +378,28 @@ class OnnxSentenceEncoder:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.maximum(norms, 1e-12)
         return vectors
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Build the ONNX models into the cache ahead of a run (the worker image does this)."""
+    import argparse
+
+    from transforms.models import DEFAULT_MODEL, resolve_model_path
+
+    parser = argparse.ArgumentParser(
+        prog="python -m transforms.onnx_model", description=main.__doc__
+    )
+    parser.add_argument("--embedding_model", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--embedding_backend", action="append", choices=[ONNX, ONNX_INT8], default=None
+    )
+    parser.add_argument("--embedding_cache_dir", default=None)
+    args = parser.parse_args(argv)
+    path = resolve_model_path(args.embedding_model)
+    for backend in args.embedding_backend or [ONNX_INT8]:
+        built = ensure_onnx_model(path, args.embedding_model, backend, args.embedding_cache_dir)
+        print(f"{built.model_id}\n  {built.path}")
+
+
+if __name__ == "__main__":
+    main()
