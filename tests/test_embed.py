@@ -3,6 +3,7 @@ and the model-folder checks that run without torch."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -248,7 +249,7 @@ def counters_of(result: Any) -> dict[str, int]:
 
 def run_embed(handler: SentenceTransformerHandler, chunks: list[Chunk], check_good, check_bad):
     p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
-    good, bad = p | beam.Create(chunks) | EmbedChunks(handler, "default")
+    good, bad, _ = p | beam.Create(chunks) | EmbedChunks(handler, "default")
     assert_that(good, check_good, label="good")
     assert_that(bad, check_bad, label="bad")
     result = p.run()
@@ -311,3 +312,82 @@ def test_embed_chunks_attaches_vectors_and_counts_truncation(
     counters = run_embed(handler, chunks, check_good, check_bad)
     assert counters["chunks_truncated"] == 1
     assert counters["chunks_embedded"] == len(chunks)
+
+
+# --- identical embedded texts, embedded once --------------------------------------------------
+
+SEEN_BY_MODEL: list[str] = []  # FnApiRunner runs in this process: the handler copies share it
+
+
+class CountingHandler(SentenceTransformerHandler):
+    def run_inference(
+        self,
+        batch: Sequence[Chunk],
+        model: Any,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterator[Any]:
+        SEEN_BY_MODEL.extend(chunk.embed_text() for chunk in batch)
+        return super().run_inference(batch, model, inference_args)
+
+
+@pytest.mark.slow
+def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str) -> None:
+    from transforms import accounting
+    from transforms.embed_setup import prepare_model
+
+    licence = "Licensed under the Apache License, Version 2.0 (the 'License');"
+    texts = [licence, TEXTS[0], licence, TEXTS[1], licence]
+    chunks = [make_chunk(t, i) for i, t in enumerate(texts)]
+    # Same text under another header is another embedded text: embedded on its own.
+    chunks.append(dataclasses.replace(make_chunk(licence, 9), context="LICENSE", embed_tokens=7))
+    chunks[2] = dataclasses.replace(chunks[2], embed_tokens=11)
+    chunks[4] = dataclasses.replace(chunks[4], embed_tokens=11)
+    prepared = prepare_model("default", model_path, "onnx-int8", None)
+    handler = CountingHandler(
+        model_path, DIMENSION, "cpu", backend="onnx-int8", onnx_sha256=prepared.onnx_sha256
+    )
+    SEEN_BY_MODEL.clear()
+
+    p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+    good, bad, duplicates = p | beam.Create(chunks) | EmbedChunks(handler, prepared.model_id)
+
+    def check_good(out: list[Chunk]) -> None:
+        assert sorted(c.chunk_id for c in out) == sorted(c.chunk_id for c in chunks)
+        by_text: dict[str, set] = {}
+        for c in out:
+            assert c.embedding_model == prepared.model_id and len(c.embedding) == DIMENSION
+            by_text.setdefault(c.embed_text(), set()).add(c.embedding)
+        assert all(len(vectors) == 1 for vectors in by_text.values())
+        assert len(by_text) == 4
+        assert sum(c.embed_seconds > 0 for c in out) == 4  # model time on one chunk a text
+
+    def check_duplicates(out: list[tuple]) -> None:
+        assert sorted(out) == [accounting.ChunkDeduplicated(11)] * 2
+
+    def check_bad(out: list[Reject]) -> None:
+        assert out == []
+
+    assert_that(good, check_good, label="good")
+    assert_that(bad, check_bad, label="bad")
+    assert_that(duplicates, check_duplicates, label="duplicates")
+    result = p.run()
+    result.wait_until_finish()
+    assert sorted(SEEN_BY_MODEL) == sorted({c.embed_text() for c in chunks})
+    counters = counters_of(result)
+    assert counters["chunks_deduplicated"] == 2
+    assert counters["chunks_embedded"] == len(chunks)
+
+
+def test_deduplicated_chunks_are_in_the_cost_report() -> None:
+    from transforms import accounting
+
+    fn = accounting.CostReportFn()
+    acc = fn.create_accumulator()
+    for event in [accounting.ChunkDeduplicated(11), accounting.ChunkDeduplicated(4)]:
+        acc = fn.add_input(acc, event)
+    merged = fn.merge_accumulators(
+        [acc, fn.add_input(fn.create_accumulator(), accounting.DocumentIn())]
+    )
+    report = accounting.build_report(merged, accounting.Pricing(), "run")
+    assert (report["chunks_deduplicated"], report["deduplicated_embedded_tokens"]) == (2, 15)
+    assert "2 chunks took the vector of another chunk" in accounting.report_markdown(report)

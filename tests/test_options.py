@@ -110,6 +110,8 @@ def test_help_lists_every_project_flag(monkeypatch, capsys):
         "--previous_output",
         "--price_per_million_tokens",
         "--embedding_model",
+        "--embedding_backend",
+        "--embedding_cache_dir",
     ):
         assert flag in out
     assert "default 192" in out

