@@ -286,6 +286,37 @@ def test_onnx_int8_stays_within_the_stated_cosine_of_float32(real_chunks, torch_
     assert cosine.min() >= INT8_MIN_COSINE, cosine.min()
 
 
+@pytest.mark.slow
+def test_an_int8_vector_does_not_depend_on_the_chunks_beside_it(real_chunks) -> None:
+    # Dynamic int8 scales a pass's activations by that pass's range: the handler gives each
+    # text a pass of its own, so the same text gets the same vector in any batch.
+    from transforms.embed import SentenceTransformerHandler
+    from transforms.models import read_model_info
+
+    path = resolve_model_path("default")
+    handler = SentenceTransformerHandler(
+        "default", read_model_info(path).dimension, "cpu", backend=ONNX_INT8
+    )
+    handler.onnx_sha256 = ensure_onnx_model(path, "default", ONNX_INT8).sha256
+    model = handler.load_model()
+
+    def vectors(texts: list[str]) -> dict[str, np.ndarray]:
+        chunks = [_chunk(i, text) for i, text in enumerate(texts)]
+        return {r.example.text: r.inference[0] for r in handler.run_inference(chunks, model)}
+
+    texts = real_chunks[:24]
+    alone = vectors(texts[:1])[texts[0]]
+    in_a_batch = vectors(texts[:12])[texts[0]]
+    in_another = vectors([texts[0], *texts[12:]])[texts[0]]
+    assert np.array_equal(alone, in_a_batch) and np.array_equal(alone, in_another)
+
+
+def _chunk(i: int, text: str):
+    from schemas.records import Chunk
+
+    return Chunk(f"c{i}", "d", "s", "text", None, i, text, 0, len(text), 1, (), "recursive", "f")
+
+
 # --- a GPU, where there is one ----------------------------------------------------------------
 
 
