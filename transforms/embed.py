@@ -134,7 +134,9 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
             onnx = ensure_onnx_model(
                 path, self.model_path, self.backend, self.cache_dir, self.onnx_sha256
             )
-            model = OnnxSentenceEncoder(path, onnx.path, self.device)
+            model = OnnxSentenceEncoder(
+                path, onnx.path, self.device, one_text_a_pass=self.backend == ONNX_INT8
+            )
         actual = model.get_embedding_dimension()
         if actual != self.dimension:
             raise ValueError(
@@ -163,12 +165,9 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         # Decided here, not in load_model: Beam shares one model among handler copies, and
         # only the first of them loads it.
         pass_size = self.encode_batch_size or (GPU_BATCH if _on_gpu(model) else CPU_BATCH)
-        if self.backend == ONNX_INT8:
-            # Dynamic int8 scales each pass's activations by the pass's own range, so a text's
-            # vector moved (by up to 0.03 a component) with the texts it shared a pass with.
-            # One text a pass makes it a function of the text alone, and is no slower on a
-            # CPU (no padding): 55-63 texts/s against 49-52 at 32 a pass.
-            pass_size = 1
+        # onnx-int8: the encoder gives each text its own pass (OnnxSentenceEncoder), whatever
+        # the size of the call: dynamic int8 scales a pass's activations by the pass's range,
+        # so a text's vector moved (by up to 0.03 a component) with the texts beside it.
         for part in length_sorted_batches([min(n, limit) for n in lengths], pass_size):
             started = time.perf_counter()
             out = model.encode(
