@@ -92,12 +92,10 @@ def split_documents(
 
 
 def embed(rows: list[dict[str, Any]], model_name: str) -> float:
-    from sentence_transformers import SentenceTransformer
+    from transforms.onnx_model import load_encoder
 
-    from transforms.embed import pick_device
-    from transforms.models import resolve_model_path
-
-    model = SentenceTransformer(resolve_model_path(model_name), device=pick_device("auto"))
+    # The default run's own model and backend, so the baseline differs only in its chunks.
+    model = load_encoder(model_name)
     texts = [r["text"] for r in rows]
     started = time.perf_counter()
     vectors = model.encode(

@@ -214,15 +214,13 @@ def run_model(run: str) -> str:
 
 
 def embed_questions(model_name: str, texts: Sequence[str]) -> np.ndarray:
-    """Normalised float32 vectors of `texts`, by the model a run names (loaded as the job does)."""
+    """Normalised float32 vectors of `texts`, by the model a run names, on the backend it ran
+    (loaded as the job does; an ONNX file must be the one whose hash the run recorded)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+    from transforms.onnx_model import load_encoder
 
-    from transforms.embed import pick_device
-    from transforms.models import resolve_model_path
-
-    model = SentenceTransformer(resolve_model_path(model_name), device=pick_device("auto"))
+    model = load_encoder(model_name)
     vectors = model.encode(
         list(texts),
         batch_size=32,

@@ -344,3 +344,12 @@ def test_gpu_vectors_match_cpu_ones(real_chunks, torch_vectors) -> None:
         assert encoder.on_gpu
         vectors = encoder.encode(real_chunks, batch_size=GPU_BATCH)
         assert ((vectors * torch_vectors).sum(axis=1)).min() > 0.9999
+
+
+def test_a_recorded_model_id_names_model_backend_and_hash() -> None:
+    from transforms.onnx_model import parse_model_id
+
+    recorded = "default|onnx-int8|int8-dynamic,per-channel,QInt8,MatMul,opset17|sha256:76397f74"
+    assert parse_model_id(recorded) == ("default", ONNX_INT8, "76397f74")
+    assert parse_model_id("default") == ("default", "torch", None)
+    assert parse_model_id("/models/mini") == ("/models/mini", "torch", None)

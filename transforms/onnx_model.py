@@ -147,6 +147,38 @@ def model_id(model_name: str, settings: OnnxSettings, sha256: str) -> str:
     return f"{model_name}|{settings.backend}|{settings.describe()}|sha256:{sha256[:16]}"
 
 
+def parse_model_id(recorded: str) -> tuple[str, str, str | None]:
+    """(model name, backend, sha256 prefix) of what a run recorded as its embedding model: a
+    model id of `model_id`, or a plain model name (torch)."""
+    parts = recorded.split("|")
+    if len(parts) < 2:
+        return recorded, TORCH, None
+    digest = next((p.removeprefix("sha256:") for p in parts if p.startswith("sha256:")), None)
+    return parts[0], parts[1], digest
+
+
+def load_encoder(recorded: str, device: str = "auto") -> Any:
+    """The encoder that made a run's vectors, from what the run recorded as its model (a model
+    id or a plain name): sentence-transformers for torch, else the ONNX file of that backend,
+    which must be the one whose hash the run recorded. Both have `encode` and `tokenizer`."""
+    from transforms.models import resolve_model_path
+
+    name, backend, digest = parse_model_id(recorded)
+    path = resolve_model_path(name)
+    if backend == TORCH:
+        from sentence_transformers import SentenceTransformer
+
+        # None: sentence-transformers takes a GPU where there is one, as `auto` means
+        return SentenceTransformer(path, device=None if device == "auto" else device)
+    onnx = ensure_onnx_model(path, name, backend)
+    if digest and not onnx.sha256.startswith(digest):
+        raise ValueError(
+            f"the run's vectors come from {recorded}, but the {backend} file here has sha256 "
+            f"{onnx.sha256[:16]}: texts would be embedded by another model"
+        )
+    return OnnxSentenceEncoder(path, onnx.path, device, one_text_a_pass=backend == ONNX_INT8)
+
+
 def _cache_key(model_path: str, settings: OnnxSettings) -> str:
     payload = {
         "format": _FORMAT,
