@@ -105,12 +105,19 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
 
     from transforms.chunking.tokens import make_tokenizer
     from transforms.embed import pick_device
-    from transforms.models import DEFAULT_MODEL, quiet_model_loading, resolve_model_path
+    from transforms.models import DEFAULT_MODEL, TORCH, quiet_model_loading, resolve_model_path
+    from transforms.onnx_model import load_encoder
 
     quiet_model_loading()
     device = pick_device(config.embedding.device)
-    model = SentenceTransformer(resolve_model_path(config.embedding.model), device=device)
-    batch = config.embedding.batch_size
+    if config.embedding.backend == TORCH:
+        model = SentenceTransformer(resolve_model_path(config.embedding.model), device=device)
+    else:  # the backend the run would use (its ONNX file is built here if it is missing)
+        model = load_encoder(
+            config.embedding.model_id or f"{config.embedding.model}|{config.embedding.backend}",
+            device,
+        )
+    batch = config.embedding.batch_size or 32
     model.encode(texts[:WARMUP_CHUNKS], batch_size=batch, show_progress_bar=False)
     started = time.perf_counter()
     model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
@@ -118,7 +125,8 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
     counter = make_tokenizer(config.pricing_tokenizer, "tiktoken")
     name = config.embedding.model
     return EmbeddingCalibration(
-        model="all-MiniLM-L6-v2 (the bundled default)" if name == DEFAULT_MODEL else name,
+        model=("all-MiniLM-L6-v2 (the bundled default)" if name == DEFAULT_MODEL else name)
+        + f", {config.embedding.backend} backend",
         device=device,
         torch_threads=torch.get_num_threads(),
         machine=machine_description(),

@@ -70,7 +70,12 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("strategy", pa.string(), "chunking strategy that produced the chunk", False),
         # The list's fixed size is the model's dimension, known only per run: see chunk_schema.
         _c("embedding", pa.list_(pa.float32()), "normalised float32 embedding of context+text"),
-        _c("embedding_model", pa.string(), "model that produced the embedding; null if none"),
+        _c(
+            "embedding_model",
+            pa.string(),
+            "model id of the embedding: the --embedding_model value for torch, else "
+            "model|backend|settings|sha256:<file hash>; null if none",
+        ),
         _c("config_fingerprint", pa.string(), "hash of every setting that changes output", False),
         _c("content_hash", pa.string(), "sha256 of the document text the chunk came from", False),
     ),
@@ -134,7 +139,10 @@ def _type_name(column: Column) -> str:
 def markdown_table(table: str) -> str:
     """The columns of `table` as the README shows them (a test keeps the README in step)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{c.name}` | {_type_name(c)} | {c.doc} |" for c in COLUMNS[table]]
+    lines += [
+        f"| `{c.name}` | {_type_name(c)} | {c.doc.replace('|', chr(92) + '|')} |"
+        for c in COLUMNS[table]
+    ]
     return "\n".join(lines)
 
 

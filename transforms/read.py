@@ -406,7 +406,8 @@ class _SkipFn(beam.DoFn):
         path, metadata = element
         if path.startswith(self.exclude):
             if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
-                return  # this run's own lock on its output: no file of the corpus
+                # this run's own lock on its output: no file of the corpus, and no skip
+                return
             self.excluded.inc()
             yield beam.pvalue.TaggedOutput(SKIPPED, "output_folder")
             return
