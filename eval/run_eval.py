@@ -68,6 +68,19 @@ def _reusable(run: str, command: list[str]) -> bool:
         return json.load(f) == command
 
 
+def _run_once(
+    name: str, run: str, command: list[str], reuse: bool, seconds: dict[str, float]
+) -> None:
+    """Run `command` into the folder `run` (its log beside it) unless --reuse finds it done
+    with the same command; the command is kept in the run, for --reuse to compare."""
+    if reuse and _reusable(run, command):
+        print(f"reusing {run}")
+        return
+    seconds[name] = _run(command, os.path.join(os.path.dirname(run), f"{name}.log"))
+    with open(os.path.join(run, "eval_command.json"), "w", encoding="utf-8") as f:
+        json.dump(command, f)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=".cache/eval", help="cache folder")
@@ -104,12 +117,7 @@ def main() -> None:
         command = [python, "-m", "pipelines.chunk_corpus", "--input", corpus + "/",
                    "--output", run, *COMMON, *JOB_CONFIGS[name]]  # fmt: skip
         commands[name] = shlex.join(["corpus-chunker", *command[3:]])
-        if args.reuse and _reusable(run, command):
-            print(f"reusing {run}")
-            continue
-        seconds[name] = _run(command, os.path.join(runs_dir, f"{name}.log"))
-        with open(os.path.join(run, "eval_command.json"), "w", encoding="utf-8") as f:
-            json.dump(command, f)
+        _run_once(name, run, command, args.reuse, seconds)
     for name in (n for n in names if n in LANGCHAIN_CONFIGS):
         size, overlap = LANGCHAIN_CONFIGS[name]
         run = os.path.join(runs_dir, name)
@@ -117,12 +125,7 @@ def main() -> None:
                    os.path.join(runs_dir, "default"), "--output", run,
                    f"--chunk_size={size}", f"--chunk_overlap={overlap}"]  # fmt: skip
         commands[name] = shlex.join(["python", *command[1:]])
-        if args.reuse and _reusable(run, command):
-            print(f"reusing {run}")
-            continue
-        seconds[name] = _run(command, os.path.join(runs_dir, f"{name}.log"))
-        with open(os.path.join(run, "eval_command.json"), "w", encoding="utf-8") as f:
-            json.dump(command, f)
+        _run_once(name, run, command, args.reuse, seconds)
 
     from pipelines.evaluate import evaluate, markdown_table
 
