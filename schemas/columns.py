@@ -15,7 +15,17 @@ import pyarrow as pa
 CHUNKS = "chunks"
 DOCUMENTS = "documents"
 REJECTS = "rejects"
-TABLES = (CHUNKS, DOCUMENTS, REJECTS)
+CHANGES = "changes"
+TABLES = (CHUNKS, DOCUMENTS, REJECTS, CHANGES)
+
+# What a row of changes/ says of its document, against --previous_output (without one, every
+# document is added).
+ADDED = "added"  # not in the previous run
+CHANGED = "changed"  # in it, with other text: its chunks were made again
+UNCHANGED = "unchanged"  # in it, with the same text: its chunks were copied
+REMOVED = "removed"  # in it, not among this run's inputs
+REJECTED = "rejected"  # in it, among this run's inputs, rejected this time
+CHANGE_KINDS = (ADDED, CHANGED, UNCHANGED, REMOVED, REJECTED)
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,25 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("stage", pa.string(), "read, extract, chunk or embed", False),
         _c("reason", pa.string(), "short machine-readable reason, e.g. invalid_utf8", False),
         _c("error", pa.string(), "excerpt of the error message", False),
+    ),
+    CHANGES: (
+        _SHARED["doc_id"],
+        _c("source", pa.string(), "input path or URI (the previous run's, if removed)", False),
+        _c("change", pa.string(), "added, changed, unchanged, removed or rejected", False),
+        _c("content_hash", pa.string(), "sha256 of the text in this run; null if none"),
+        _c("previous_content_hash", pa.string(), "sha256 of the text in --previous_output"),
+        _c(
+            "chunks_added",
+            pa.list_(pa.string()),
+            "chunk ids of this run's chunks that the previous run does not hold",
+            False,
+        ),
+        _c(
+            "chunks_removed",
+            pa.list_(pa.string()),
+            "chunk ids of the previous run's chunks that this run does not hold",
+            False,
+        ),
     ),
 }
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -538,9 +539,16 @@ def run_manifest(
     estimate: bool,
     previous_output: str | None,
     earlier_runs: Sequence[str] = (),
+    previous_run_id: str | None = None,
 ) -> dict[str, Any]:
-    """What run_manifest.json says of the run before it ends (the counts are added last)."""
+    """What run_manifest.json says of the run before it ends (the counts are added last).
+
+    `run_id` names this run (a vector store records the run it holds, so that `load` can tell
+    whether changes/ applies to it); `previous_run_id` is the run_id of --previous_output.
+    """
     return {
+        "run_id": uuid.uuid4().hex,
+        "previous_run_id": previous_run_id,
         "config": settings,
         "config_fingerprint": settings["config_fingerprint"],
         "inputs": list(inputs),
