@@ -8,6 +8,8 @@ import itertools
 import os
 import pickle
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -617,3 +619,21 @@ def test_a_flat_error_node_is_chunked_in_linear_time(cl100k: TiktokenTokenizer) 
     chunks = chunker.chunk("x = " + "(" * 200_000, "python")
     assert time.perf_counter() - started < 10.0
     assert sum(c.end - c.start for c in chunks) >= 200_000
+
+
+def test_a_code_point_that_crashes_a_grammar_scanner_is_parsed_safely():
+    # tree-sitter-bash 0.25.1 segfaulted the process on this (found by the fuzz tests); run in
+    # a child so that a regression fails this test instead of killing the test session.
+    script = (
+        "from transforms.chunking.code import CodeChunker\n"
+        "from transforms.chunking.tokens import make_tokenizer\n"
+        "text = 'echo a{\\U000f5117 b\\nls -l ~/docs\\n'\n"
+        "spans = CodeChunker(make_tokenizer('cl100k_base'), 64, 0).chunk(text, 'bash')\n"
+        "assert ''.join(text[s.start:s.end] for s in spans).split() == text.split()\n"
+        "print('ok')\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

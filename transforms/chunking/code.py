@@ -159,12 +159,20 @@ class CodeChunker(Chunker):
         return [ChunkSpan(s, e, section_path=p, strategy=self.strategy) for s, e, p in chunks]
 
     def _parse(self, src: bytes, language: str | None) -> Any:
-        """The syntax tree, or None for an unsupported language or a parser failure."""
+        """The syntax tree, or None for an unsupported language or a parser failure.
+
+        The parser reads the source with every byte past ASCII replaced by "x": grammars' C
+        scanners crash on some code points (tree-sitter-bash 0.25.1 segfaults the whole
+        process on `a{` and U+F5117, found by tests/test_fuzz.py), and neither rows (the b"\n"
+        bytes) nor byte offsets change, so the tree fits the real source, from which names are
+        read. Non-ASCII characters stand in identifiers, strings and comments, where "x" keeps
+        the syntax.
+        """
         if language is None or language.lower() not in _GRAMMARS:
             return None
         parser = self._parser(language.lower())
         try:
-            return parser.parse(src)
+            return parser.parse(src.translate(_ASCII_ONLY))
         except (ValueError, RuntimeError):
             return None
 
@@ -185,6 +193,9 @@ class CodeChunker(Chunker):
             parser = tree_sitter.Parser(tree_sitter.Language(getattr(grammar, function)()))
             self._parsers[language] = parser
         return parser
+
+
+_ASCII_ONLY = bytes(range(128)) + b"x" * 128  # bytes.translate table: past ASCII -> "x"
 
 
 class _Lines:
