@@ -30,7 +30,7 @@ from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from pipelines.output_lock import OutputLock
 from pipelines.run_tables import output_bytes
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
-from transforms.accounting import Account, AccountInputs, run_manifest
+from transforms.accounting import Account, AccountInputs, projection_text, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
 from transforms.chunking.routing import ChunkDocuments
@@ -242,7 +242,7 @@ def summary(
         f"embedded (inflation {report['overlap_inflation']})",
         f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
         + (
-            f"; projected whole corpus ${report['projection']['cost_usd']:.4f}"
+            f"; projected whole corpus {projection_text(report['projection'])}"
             if "projection" in report
             else ""
         ),
