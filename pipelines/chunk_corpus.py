@@ -38,7 +38,13 @@ from pipelines.staging import (
     swap_in,
 )
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
-from transforms.accounting import Account, AccountInputs, change_lines, run_manifest
+from transforms.accounting import (
+    Account,
+    AccountInputs,
+    change_lines,
+    projection_text,
+    run_manifest,
+)
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog
@@ -295,7 +301,7 @@ def summary(
         ),
         f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
         + (
-            f"; projected whole corpus ${report['projection']['cost_usd']:.4f}"
+            f"; projected whole corpus {projection_text(report['projection'])}"
             if "projection" in report
             else ""
         ),

@@ -254,7 +254,8 @@ class ChunkCorpusOptions(PipelineOptions):
             type=float,
             default=1.0,
             help="With --estimate: fraction of the files to read (deterministic, by path); the "
-            "report projects the rest (default 1.0: every file).",
+            "report projects the whole corpus from the files and bytes matched, with a 95%% "
+            "interval (default 1.0: every file).",
         )
         g.add_argument(
             "--extract_timeout_s",

@@ -1,6 +1,7 @@
 """Cost accounting through the real report code path, and the CombineFn's arithmetic."""
 
 import json
+import math
 
 import pytest
 
@@ -11,6 +12,8 @@ from transforms.accounting import (
     CostReportFn,
     DocumentChunked,
     DocumentIn,
+    FileChunk,
+    FileMatched,
     LLMUsage,
     Pricing,
     Rejected,
@@ -130,3 +133,81 @@ def test_sample_projection():
     r = build_report(_acc(EVENTS), Pricing(0.02, sample_fraction=0.25), "estimate")
     assert r["projection"]["documents"] == 12
     assert r["projection"]["embedded_tokens"] == 183 * 4
+
+
+def _skewed_corpus(folder) -> None:
+    """40 text files of 1.5 KB to 192 KB, their words drawn from two vocabularies (about 0.144
+    and 0.150 tokens a byte) or both; the files --estimate_sample=0.2 reads (8, by the hash of
+    their names) are the larger ones, so 1/0.2 projects 57% too many bytes."""
+    import random
+
+    rng = random.Random(14)
+    prose = ["river", "stone", "market", "window", "garden", "letter", "morning", "silver"]
+    tech = ["buffer", "parser", "socket", "thread", "kernel", "module", "vector", "schema"]
+    vocabularies = (prose, tech, prose + tech)
+    for i in range(40):
+        words = vocabularies[i % 3]
+        size, parts = 1500 * 2 ** (i % 8), []
+        while sum(map(len, parts)) < size:
+            parts.append(" ".join(rng.choice(words) for _ in range(rng.randint(20, 60))) + ".\n\n")
+        (folder / f"part{i:02d}.txt").write_text("".join(parts))
+
+
+@pytest.fixture(scope="module")
+def skewed_runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("skewed")
+    corpus = folder / "corpus"
+    corpus.mkdir()
+    _skewed_corpus(corpus)
+    flags = [
+        "--input",
+        str(corpus / "*.txt"),
+        "--context=none",
+        "--embedding_model=none",
+        "--estimate",
+        "--quiet",
+    ]
+    run([*flags, "--output", str(folder / "full")])
+    run([*flags, "--output", str(folder / "sample"), "--estimate_sample=0.2"])
+    return report(str(folder / "full")), report(str(folder / "sample"))
+
+
+def test_a_sample_projects_the_whole_corpus_from_the_bytes_matched(skewed_runs):
+    full, sample = skewed_runs
+    p = sample["projection"]
+    assert (p["files_matched"], p["files_sampled"]) == (40, 8)
+    # 1/0.2 would be far off: the sample holds the larger files
+    naive = sample["embedded_tokens"] / 0.2
+    assert naive > 1.4 * full["embedded_tokens"]
+    assert p["documents"] == full["documents_in"] == 40
+    for key in ("chunks", "embedded_tokens", "cost_usd"):
+        truth = full[key]
+        assert p[key] == pytest.approx(truth, rel=0.05), key
+        low, high = p["interval_95"][key]
+        assert low <= truth <= high, key
+    assert "| embedded_tokens |" in report_markdown(sample)
+
+
+def test_projection_ratio_estimator():
+    # three sampled files of 100, 200 and 300 bytes with 10, 20 and 33 tokens, out of 10
+    # files and 3,000 bytes matched
+    events = [FileMatched(f"f{i}", 100 * (i % 3 + 1), i < 3) for i in range(10)]
+    events[9] = FileMatched("f9", 800, False)
+    tokens = {"f0": 10, "f1": 20, "f2": 33}
+    for name, n in tokens.items():
+        events += [DocumentIn(name), FileChunk(name, n)]
+        events.append(ChunkMade("text", "recursive", n, n, 0, False, False, 0.0, None))
+    r = build_report(_acc(events), Pricing(1e6, sample_fraction=0.3), "estimate")
+    p = r["projection"]
+    ratio = 63 / 600
+    matched = sum(e.size for e in events if isinstance(e, FileMatched))
+    assert p["bytes_matched"] == matched and p["bytes_sampled"] == 600
+    assert p["embedded_tokens"] == round(ratio * matched)
+    assert p["documents"] == 10 and p["interval_95"]["documents"] == [10, 10]
+    residuals = [n - ratio * x for n, x in zip((10, 20, 33), (100, 200, 300), strict=True)]
+    se = 10 * math.sqrt((1 - 3 / 10) * sum(e * e for e in residuals) / 2 / 3)
+    low, high = p["interval_95"]["embedded_tokens"]
+    assert high == round(ratio * matched + 1.959964 * se)
+    assert low == max(63, round(ratio * matched - 1.959964 * se))
+    assert p["cost_usd"] == pytest.approx(p["embedded_tokens"])
+    assert "95% interval" in report_markdown(r)

@@ -50,6 +50,12 @@ def keys_of(*lines: str) -> set[str]:
 # --- line_key and group_of ------------------------------------------------------------------
 
 
+def test_a_line_over_the_key_limit_has_no_key() -> None:
+    # a 60 MB line was split into 10 million words to make its key (600 MB)
+    assert line_key("word " * 2000) is not None
+    assert line_key("word " * 2001) is None
+
+
 def test_line_key_strips_and_collapses_whitespace() -> None:
     assert line_key("  Copyright   2024\tACME Corp  \n") == "Copyright 2024 ACME Corp"
 

@@ -405,3 +405,26 @@ def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):
 def test_reject_record_fields():
     r = Reject("s", "extract", "binary", "NUL bytes", "doc")
     assert (r.chunk_id, r.doc_id) == (None, "doc")
+
+
+def _environment_of_the_child() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def test_the_extraction_child_sees_no_secret_of_the_parent(monkeypatch):
+    from transforms.extract import _ExtractFn
+
+    monkeypatch.setenv("CORPUS_CHUNKER_LLM_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other-secret")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    fn = _ExtractFn(timeout_s=30)
+    fn.setup()
+    try:
+        child = fn._pool_or_new().submit(_environment_of_the_child).result(timeout=60)
+    finally:
+        fn.teardown()
+    assert "CORPUS_CHUNKER_LLM_API_KEY" not in child and "OPENAI_API_KEY" not in child
+    assert not any("secret" in v for v in child.values())
+    assert child["LC_ALL"] == "C.UTF-8" and child.get("PATH") == os.environ.get("PATH")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,7 +27,28 @@ from schemas.records import Chunk, Document, Reject
 
 
 class DocumentIn(NamedTuple):
-    """One input document (a file or a JSONL record), read or rejected at the read stage."""
+    """One input document (a file or a JSONL record), read or rejected at the read stage.
+
+    `file`: the file it came from, given only on an --estimate_sample run (the projection
+    counts each sampled file's documents)."""
+
+    file: str = ""
+
+
+class FileMatched(NamedTuple):
+    """On an --estimate_sample run: a file the inputs matched that the job would read, with
+    its size on disk and whether the sample reads it."""
+
+    file: str
+    size: int
+    sampled: bool
+
+
+class FileChunk(NamedTuple):
+    """On an --estimate_sample run: one embedded chunk of a file the sample read."""
+
+    file: str
+    embed_tokens: int
 
 
 class DocumentChunked(NamedTuple):
@@ -127,8 +149,17 @@ def doc_event(doc: Document, strategy: str, doc_tokens: int) -> DocumentChunked:
     )
 
 
-def chunk_events(chunk: Chunk, max_seq_length: int | None) -> Iterator[ChunkMade | LLMUsage]:
-    """What one written chunk costs: its tokens, and the LLM call of its context line."""
+def file_of(source: str) -> str:
+    """The file a document or chunk came from: its source less a JSONL record's "#L<line>"."""
+    path, sep, line = source.rpartition("#L")
+    return path if sep and line.isdigit() else source
+
+
+def chunk_events(
+    chunk: Chunk, max_seq_length: int | None, per_file: bool = False
+) -> Iterator[ChunkMade | LLMUsage | FileChunk]:
+    """What one written chunk costs: its tokens, and the LLM call of its context line;
+    `per_file` (an --estimate_sample run): also its tokens against its file."""
     truncated = bool(max_seq_length and (chunk.model_tokens or 0) > max_seq_length)
     yield ChunkMade(
         chunk.doc_type,
@@ -143,6 +174,8 @@ def chunk_events(chunk: Chunk, max_seq_length: int | None) -> Iterator[ChunkMade
     )
     if chunk.llm_usage is not None:
         yield LLMUsage(*chunk.llm_usage)
+    if per_file and not chunk.is_parent:
+        yield FileChunk(file_of(chunk.source), chunk.embed_tokens)
 
 
 def reject_event(reject: Reject) -> Rejected:
@@ -183,6 +216,11 @@ class CostReportFn(beam.CombineFn):
             "files_skipped": {},
             "chunk_rejects": 0,
             "doc_rejects": 0,
+            # --estimate_sample: every matched file's bytes, and per sampled file
+            # [bytes, documents, chunks, embedded tokens] (the projection's ratio estimator)
+            "matched_files": 0,
+            "matched_bytes": 0,
+            "sampled_files": {},
             "by_doc_type": {},
             "by_strategy": {},
             "context_sources": {},
@@ -221,8 +259,14 @@ class CostReportFn(beam.CombineFn):
                 "boilerplate_tokens_removed",
                 "chunk_rejects",
                 "doc_rejects",
+                "matched_files",
+                "matched_bytes",
             ):
                 out[key] += acc[key]
+            for name, values in acc["sampled_files"].items():
+                target = out["sampled_files"].setdefault(name, [0, 0, 0, 0])
+                for i, v in enumerate(values):
+                    target[i] += v
             for key in ("rejects", "files_skipped", "context_sources", "llm"):
                 for k, v in acc[key].items():
                     out[key][k] = out[key].get(k, 0) + v
@@ -249,8 +293,27 @@ def _groups(acc: dict[str, Any], doc_type: str, strategy: str) -> tuple[dict, di
     )
 
 
-def _add_input(acc: dict[str, Any], _: DocumentIn) -> None:
+def _add_input(acc: dict[str, Any], event: DocumentIn) -> None:
     acc["documents_in"] += 1
+    if event.file:
+        _sampled_file(acc, event.file)[1] += 1
+
+
+def _sampled_file(acc: dict[str, Any], file: str) -> list[int]:
+    return acc["sampled_files"].setdefault(file, [0, 0, 0, 0])
+
+
+def _add_matched(acc: dict[str, Any], event: FileMatched) -> None:
+    acc["matched_files"] += 1
+    acc["matched_bytes"] += event.size
+    if event.sampled:
+        _sampled_file(acc, event.file)[0] += event.size
+
+
+def _add_file_chunk(acc: dict[str, Any], event: FileChunk) -> None:
+    values = _sampled_file(acc, event.file)
+    values[2] += 1
+    values[3] += event.embed_tokens
 
 
 def _add_unchanged(acc: dict[str, Any], _: DocumentUnchanged) -> None:
@@ -322,6 +385,8 @@ def _add_llm(acc: dict[str, Any], event: LLMUsage) -> None:
 
 _ADD: dict[type, Callable[[dict[str, Any], Any], None]] = {
     DocumentIn: _add_input,
+    FileMatched: _add_matched,
+    FileChunk: _add_file_chunk,
     DocumentUnchanged: _add_unchanged,
     ChunkReused: _add_reused,
     DocumentChange: _add_change,
@@ -431,14 +496,7 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         + report["documents_unchanged"]
     )
     if pricing.sample_fraction < 1.0:
-        factor = 1.0 / pricing.sample_fraction
-        report["projection"] = {
-            "sample_fraction": pricing.sample_fraction,
-            "documents": round(report["documents_in"] * factor),
-            "chunks": round(report["chunks"] * factor),
-            "embedded_tokens": round(report["embedded_tokens"] * factor),
-            "cost_usd": report["cost_usd"] * factor,
-        }
+        report["projection"] = project_sample(acc, report, pricing)
     return report
 
 
@@ -459,6 +517,94 @@ def change_lines(report: dict[str, Any], prefix: str) -> list[str]:
         note = f" ({'/'.join(delta)} chunks)" if delta else ""
         parts.append(f"{c['documents']:,} {kind}{note}")
     return [f"{prefix}since --previous_output: " + ", ".join(parts)]
+
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def _ratio_total(
+    ys: Sequence[float], xs: Sequence[float], x_total: float, files: int
+) -> tuple[float, float]:
+    """(estimate, standard error) of a population total of y from a sample of `files` files,
+    by the ratio estimator against the auxiliary x, whose population total is `x_total`:
+    Y = X * sum(y) / sum(x), Var = N^2 (1 - n/N) / n * s_e^2 with e = y - R x (Cochran,
+    Sampling Techniques, 6.9)."""
+    n = len(ys)
+    r = sum(ys) / sum(xs)
+    if n < 2:
+        return r * x_total, math.nan
+    s2 = sum((y - r * x) ** 2 for y, x in zip(ys, xs, strict=True)) / (n - 1)
+    fpc = max(0.0, 1.0 - n / files) if files else 0.0
+    return r * x_total, files * math.sqrt(fpc * s2 / n)
+
+
+def project_sample(acc: dict[str, Any], report: dict[str, Any], pricing: Pricing) -> dict[str, Any]:
+    """The whole corpus projected from an --estimate_sample run, with 95% intervals.
+
+    Documents are projected from the files matched (documents per file; a file is one
+    document unless it is JSONL), chunks and embedded tokens (and so dollars) from the bytes
+    matched (tokens per byte): each a ratio estimator over the sampled files, its interval
+    the estimate +- 1.96 standard errors from the files' spread around the ratio, and never
+    below what the sample itself holds. Without file sizes (events from an older stage) it
+    falls back to 1/--estimate_sample, with no interval.
+    """
+    fraction = pricing.sample_fraction
+    files = acc.get("sampled_files", {})
+    matched_files, matched_bytes = acc.get("matched_files", 0), acc.get("matched_bytes", 0)
+    sampled = [files[name] for name in sorted(files)]
+    sampled_bytes = sum(v[0] for v in sampled)
+    out: dict[str, Any] = {"sample_fraction": fraction}
+    observed = {
+        "documents": report["documents_in"],
+        "chunks": report["chunks"],
+        "embedded_tokens": report["embedded_tokens"],
+    }
+    if not matched_files or not sampled:
+        factor = 1.0 / fraction
+        out["method"] = "1/sample"
+        out.update({k: round(v * factor) for k, v in observed.items()})
+        out["cost_usd"] = report["cost_usd"] * factor
+        out["interval_95"] = None
+        return out
+    out.update(
+        method="ratio to files (documents) and to bytes (chunks, tokens, dollars)",
+        files_matched=matched_files,
+        files_sampled=len(sampled),
+        bytes_matched=matched_bytes,
+        bytes_sampled=sampled_bytes,
+    )
+    ones = [1] * len(sampled)
+    estimates = {
+        "documents": _ratio_total([v[1] for v in sampled], ones, matched_files, matched_files)
+    }
+    for key, i in (("chunks", 2), ("embedded_tokens", 3)):
+        ys = [v[i] for v in sampled]
+        if sampled_bytes:
+            estimates[key] = _ratio_total(ys, [v[0] for v in sampled], matched_bytes, matched_files)
+        else:  # only empty files sampled: per file instead
+            estimates[key] = _ratio_total(ys, ones, matched_files, matched_files)
+    interval: dict[str, list[float]] | None = {}
+    for key, (value, se) in estimates.items():
+        out[key] = round(value)
+        if math.isnan(se):
+            interval = None
+        elif interval is not None:
+            interval[key] = [round(max(observed[key], value - Z_95 * se)), round(value + Z_95 * se)]
+    price = pricing.price_per_million_tokens / 1e6
+    out["cost_usd"] = out["embedded_tokens"] * price
+    if interval is not None:
+        interval["cost_usd"] = [t * price for t in interval["embedded_tokens"]]
+    out["interval_95"] = interval  # None: fewer than two files sampled
+    return out
+
+
+def projection_text(p: dict[str, Any]) -> str:
+    """'$X (95% interval $A–$B)', or '$X' when there is no interval."""
+    text = f"${p['cost_usd']:.4f}"
+    if p.get("interval_95"):
+        low, high = p["interval_95"]["cost_usd"]
+        text += f" (95% interval ${low:.4f}–${high:.4f})"
+    return text
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -505,9 +651,22 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines += [
             f"Projected for the whole corpus (sample {p['sample_fraction']}): "
             f"{p['documents']:,} documents, {p['chunks']:,} chunks, "
-            f"{p['embedded_tokens']:,} tokens, ${p['cost_usd']:.4f}",
+            f"{p['embedded_tokens']:,} tokens, {projection_text(p)}",
             "",
         ]
+        if p.get("files_matched"):
+            lines += [
+                f"From {p['files_sampled']:,} of {p['files_matched']:,} files "
+                f"({p['bytes_sampled']:,} of {p['bytes_matched']:,} bytes): documents per "
+                "file matched, chunks and tokens per byte matched (ratio estimators).",
+                "",
+            ]
+        if p.get("interval_95"):
+            lines += ["| projected | estimate | 95% interval |", "|---|---:|---:|"]
+            for key in ("documents", "chunks", "embedded_tokens"):
+                low, high = p["interval_95"][key]
+                lines.append(f"| {key} | {p[key]:,} | {low:,}–{high:,} |")
+            lines.append("")
     for title, key in (("doc type", "by_doc_type"), ("strategy", "by_strategy")):
         lines += [
             f"| {title} | docs | chunks | doc tokens | embedded | headers | inflation | "
@@ -670,7 +829,8 @@ class Account(beam.PTransform):
     def expand(self, inputs: AccountInputs) -> beam.PCollection:
         chunk_totals = (
             inputs.chunks
-            | "Chunk events" >> beam.FlatMap(chunk_events, self.max_seq_length)
+            | "Chunk events"
+            >> beam.FlatMap(chunk_events, self.max_seq_length, self.pricing.sample_fraction < 1.0)
             | "Chunk totals" >> beam.CombineGlobally(CostReportFn())
         )
         events = (

@@ -19,6 +19,9 @@ from schemas.records import Document, content_hash
 from transforms.common import NAMESPACE
 
 MIN_KEY_CHARS = 8
+MAX_KEY_LINE_CHARS = 10_000
+"""A longer line is never boilerplate (headers, footers and notices are short): its key is not
+made, which for a 60 MB line split it into 10 million words (600 MB) and shuffled it whole."""
 """Shorter lines ("}", "---", "end", "#") recur naturally and are never boilerplate alone."""
 
 _JSONL_RECORD_SUFFIX = re.compile(r"#L\d+$")
@@ -29,8 +32,11 @@ _JSONL_RECORD_SUFFIX = re.compile(r"#L\d+$")
 
 def line_key(line: str) -> str | None:
     """The normalised form of a line (stripped, whitespace collapsed), or None if it is blank,
-    too short, or has no letter or digit (rules such as "=====" and "/* *****" recur naturally).
+    too short, or has no letter or digit (rules such as "=====" and "/* *****" recur naturally),
+    or is over MAX_KEY_LINE_CHARS characters.
     """
+    if len(line) > MAX_KEY_LINE_CHARS:
+        return None
     key = " ".join(line.split())
     if len(key) < MIN_KEY_CHARS or not any(c.isalnum() for c in key):
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import concurrent.futures
 import multiprocessing
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
@@ -168,6 +169,35 @@ def cut_whitespace_runs(text: str) -> str:
 
 HtmlExtractor = Callable[[str], "object"]
 
+# What the HTML extraction child keeps of the environment: where programs, the home folder,
+# temporary files and Python's own settings are, and the locale. Nothing else, so no API key
+# (CORPUS_CHUNKER_LLM_API_KEY, OPENAI_API_KEY, cloud credentials) reaches the parser of
+# untrusted pages.
+CHILD_ENV_NAMES = frozenset(
+    {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "VIRTUAL_ENV"}
+)
+CHILD_ENV_PREFIXES = ("LC_", "PYTHON")
+
+
+def child_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The part of `environ` the extraction child may see (CHILD_ENV_NAMES, LC_*, PYTHON*)."""
+    return {
+        k: v for k, v in environ.items() if k in CHILD_ENV_NAMES or k.startswith(CHILD_ENV_PREFIXES)
+    }
+
+
+def _restrict_environment() -> None:
+    """The extraction child's first act: drop every variable but the allowed ones.
+
+    (The spawn start method gives the child the parent's environment and takes none of its
+    own; what remains of it is the process's initial environment block, which only the same
+    user can read, in /proc/PID/environ.)
+    """
+    keep = child_environment(dict(os.environ))
+    for name in list(os.environ):
+        if name not in keep:
+            del os.environ[name]
+
 
 def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Document:
     """Pure core: one raw input to one Document, or ExtractError."""
@@ -231,7 +261,9 @@ class _ExtractFn(beam.DoFn):
     def _pool_or_new(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=1, mp_context=ctx, initializer=_restrict_environment
+            )
         return self._pool
 
     def _kill_pool(self) -> None:

@@ -22,7 +22,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
 from transforms import progress
-from transforms.accounting import DocumentIn, FileSkipped
+from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
 from transforms.files import ReadError, is_local, open_matched, read_up_to, special_file
@@ -522,6 +522,16 @@ def _input_event(_: RawDocument | Reject) -> DocumentIn:
     return DocumentIn()
 
 
+def _sampled_input_event(document: RawDocument | Reject) -> DocumentIn:
+    return DocumentIn(file_of(document.source))
+
+
+def _matched_event(element: tuple, fraction: float, root: str) -> FileMatched:
+    path, metadata = element
+    size = metadata.size_in_bytes if metadata is not None else 0
+    return FileMatched(path, size, in_sample(path, fraction, root))
+
+
 class ReadDocuments(beam.PTransform):
     """Match file patterns and read each file (or JSONL record) as a RawDocument.
 
@@ -546,7 +556,8 @@ class ReadDocuments(beam.PTransform):
             | "Paths" >> beam.FlatMap(_utf8_path).with_outputs(BAD_NAMES, main="paths")
         )
 
-        skipped = []
+        skipped, matched = [], []
+        sampling = self.sample < 1.0
 
         def keep(pcoll: beam.PCollection, label: str) -> beam.PCollection:
             # once per file however many patterns match it, then as --estimate_sample says
@@ -559,6 +570,11 @@ class ReadDocuments(beam.PTransform):
                 )
             )
             skipped.append(split[SKIPPED])
+            if sampling:  # every file the job would read, for the projection of the rest
+                matched.append(
+                    split.kept
+                    | f"Matched {label} events" >> beam.Map(_matched_event, self.sample, self.root)
+                )
             return split.kept | f"Sample {label}" >> beam.Filter(_sampled, self.sample, self.root)
 
         read = (
@@ -581,10 +597,12 @@ class ReadDocuments(beam.PTransform):
         )
         rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
         skipped = skipped | "Skipped files" >> beam.Flatten()
+        input_event = _sampled_input_event if sampling else _input_event
         events = (
-            read.documents | "Input events" >> beam.Map(_input_event),
-            rejects | "Unread input events" >> beam.Map(_input_event),
+            read.documents | "Input events" >> beam.Map(input_event),
+            rejects | "Unread input events" >> beam.Map(input_event),
             skipped | "Skip events" >> beam.Map(FileSkipped),
+            *matched,
         ) | "Read events" >> beam.Flatten()
         unique = read.documents | "One record an id" >> UniqueRecordIds()
         rejects = (rejects, unique.rejects) | "All read rejects" >> beam.Flatten()

@@ -10,7 +10,6 @@ derived count cannot prove: the chunk tokenizer's alone-count, or the model's wo
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import ctypes
 import itertools
@@ -68,8 +67,38 @@ PARAGRAPH, LINE, SENTENCE, WORD, TOKEN = range(5)
 LEVEL_NAMES = ("paragraph", "line", "sentence", "word", "token")
 
 
+SENTENCE_WINDOW = 1 << 20
+"""Sentence starts of a longer span are found a window of this many characters at a time:
+blingfire's buffers take 17 bytes per byte of what it is given (1 GB for a 60 MB line)."""
+
+
 def sentence_starts(text: str, start: int, end: int) -> list[int]:
-    """Offsets (into `text`) where a sentence starts inside text[start:end], the first excluded."""
+    """Offsets (into `text`) where a sentence starts inside text[start:end], the first excluded.
+
+    A span over SENTENCE_WINDOW characters is read in windows: each keeps the starts found in
+    its first three quarters and the next begins at the last of them (a sentence start, so
+    blingfire reads on from where it left off), or three quarters in when that is not half
+    way, at a word; each window thus moves at least half a window on.
+    """
+    if end - start <= SENTENCE_WINDOW:
+        return _sentence_starts(text, start, end)
+    out: list[int] = []
+    pos = start
+    while end - pos > SENTENCE_WINDOW:
+        stop = pos + SENTENCE_WINDOW
+        keep_before = stop - SENTENCE_WINDOW // 4
+        kept = [s for s in _sentence_starts(text, pos, stop) if s < keep_before]
+        out.extend(kept)
+        if kept and kept[-1] >= pos + SENTENCE_WINDOW // 2:
+            pos = kept[-1]
+        else:
+            m = _SPACE.search(text, keep_before, stop)
+            pos = m.end() if m and m.end() < stop else keep_before
+    out.extend(_sentence_starts(text, pos, end))
+    return out
+
+
+def _sentence_starts(text: str, start: int, end: int) -> list[int]:
     piece = text[start:end]
     if not piece.strip():
         return []
@@ -114,20 +143,59 @@ def _blingfire_sentence_starts(piece: str) -> list[int]:
     return char_of_byte[byte_starts].tolist()
 
 
+CANDIDATE_WINDOW = 1 << 20
+"""The regex levels' cut points of a longer span are found a window of about this many
+characters at a time, so that only the result is the span's size (8 bytes a cut point)."""
+_WINDOW_END = re.compile(r"\s(?=\S)")
+
+
 def candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndarray:
-    """Token-boundary cut points strictly inside (start, end) for one separator level."""
+    """Token-boundary cut points strictly inside (start, end) for one separator level.
+
+    Past CANDIDATE_WINDOW characters, the regex levels read windows that end where whitespace
+    meets a visible character: every separator is whitespace, so none straddles a window's
+    end, and the points are the ones the whole span gives (sorted across windows too: see
+    `_snap`).
+    """
     text = doc.text
+    if level == SENTENCE or end - start <= CANDIDATE_WINDOW:
+        return _snap(doc, _separators(text, start, end, level), start, end)
+    parts, a = [], start
+    while a < end:
+        m = _WINDOW_END.search(text, min(a + CANDIDATE_WINDOW, end) - 1, end)
+        b = m.end() if m else end
+        part = _snap(doc, _separators(text, a, b, level), start, end)
+        if parts and len(part) and len(parts[-1]) and part.item(0) == parts[-1].item(-1):
+            part = part[1:]  # the same token boundary, from both sides of the window's end
+        parts.append(part)
+        a = b
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _separators(text: str, start: int, end: int, level: int) -> np.ndarray:
+    """Where the level's separators are in text[start:end] (not yet on token boundaries)."""
+    # Straight into arrays: a list of Python ints costs 36 bytes a cut (a word level over a
+    # 60 MB line was 10 million of them).
     if level == PARAGRAPH:
-        raw = [m.end() for m in _BLANK_LINE.finditer(text, start, end)]
-    elif level == LINE:
-        raw = [m.end() for m in _NEWLINE.finditer(text, start, end)]
-    elif level == SENTENCE:
-        raw = sentence_starts(text, start, end)
-    else:  # WORD: cut before a whitespace run, where tiktoken's " word" tokens begin
-        raw = [m.start() for m in _SPACE.finditer(text, start, end)]
-    if not raw:
+        return np.fromiter((m.end() for m in _BLANK_LINE.finditer(text, start, end)), np.int64)
+    if level == LINE:
+        return np.fromiter((m.end() for m in _NEWLINE.finditer(text, start, end)), np.int64)
+    if level == SENTENCE:
+        return np.asarray(sentence_starts(text, start, end), dtype=np.int64)
+    # WORD: cut before a whitespace run, where tiktoken's " word" tokens begin
+    return np.fromiter((m.start() for m in _SPACE.finditer(text, start, end)), np.int64)
+
+
+def _snap(doc: TokenizedText, pos: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Separator positions `pos` moved onto token boundaries, inside (start, end), sorted.
+
+    Each goes down to the boundary at or before it, or forward to the next one when only
+    whitespace lies between; so a separator before a window's end (where a visible character
+    follows) lands at or before the last boundary there, and one after it at or past that.
+    """
+    text = doc.text
+    if len(pos) == 0:
         return np.empty(0, dtype=np.int64)
-    pos = np.asarray(raw, dtype=np.int64)
     idx = np.maximum(doc.boundaries.searchsorted(pos, "right") - 1, 0)
     snapped = doc.boundaries[idx]
     # A separator inside a token (cl100k has ".\n\n" as one token) is moved to the token
@@ -136,7 +204,7 @@ def candidates(doc: TokenizedText, start: int, end: int, level: int) -> np.ndarr
     # that test first, as most separators inside a token (a blank line's end) have none.
     moved = False
     for i in np.flatnonzero(snapped != pos).tolist():
-        p = raw[i]
+        p = pos.item(i)
         if p < len(text) and text[p].isspace():
             lo = snapped.item(i)
             if not text[lo:p].isspace():
@@ -186,20 +254,30 @@ def recursive_split(
     cuts = candidates(doc, start, end, level)
     if len(cuts) == 0:
         return recursive_split(doc, start, end, limit, level + 1)
-    points_array = np.concatenate(([start], cuts, [end]))
-    idx = doc.boundaries.searchsorted(points_array, "right") - 1
-    # Python lists and bisect: the loop runs once per segment, on scalars.
-    tokens = doc.token_index[np.maximum(idx, 0)].tolist()
-    points = points_array.tolist()
+    # Greedy packing over the points start, cuts..., end: from point i, the farthest point j
+    # with tokens_before(j) <= tokens_before(i) + limit, which are the points before the
+    # first boundary holding one token more. Scalar lookups on the arrays (the loop runs once
+    # a segment): no array of tokens per point, and no list of Python ints (36 bytes each).
+    n = len(cuts) + 1
+
+    def point(k: int) -> int:
+        return start if k == 0 else end if k == n else cuts.item(k - 1)
+
     out: list[tuple[int, int]] = []
-    i, n = 0, len(points) - 1
+    i = 0
     while i < n:
-        j = min(bisect.bisect_right(tokens, tokens[i] + limit) - 1, n)
+        here = point(i)
+        target = doc.tokens_before(here) + limit
+        over = doc.boundary_at_token(target + 1)
+        if doc.tokens_before(over) <= target or end < over:  # every point left is in reach
+            j = n
+        else:
+            j = int(cuts.searchsorted(over, "left"))
         if j <= i:
-            out.extend(recursive_split(doc, points[i], points[i + 1], limit, level + 1))
+            out.extend(recursive_split(doc, here, point(i + 1), limit, level + 1))
             i += 1
         else:
-            out.append((points[i], points[j]))
+            out.append((here, point(j)))
             i = j
     return out
 

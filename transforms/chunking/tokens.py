@@ -264,7 +264,9 @@ def _char_boundaries(offsets: np.ndarray, text: str) -> tuple[np.ndarray, np.nda
     np.not_equal(raw & 0xC0, 0x80, out=is_char_start[:-1])
     is_char_start[-1] = True  # the end of the text
     keep = is_char_start[offsets]
-    chars = np.cumsum(is_char_start, dtype=np.int64)[offsets[keep]] - 1
+    # int32 where it holds the count: the running sum takes that many bytes per byte of text
+    dtype = np.int32 if len(raw) < np.iinfo(np.int32).max else np.int64
+    chars = np.cumsum(is_char_start, dtype=dtype)[offsets[keep]].astype(np.int64) - 1
     return chars, np.flatnonzero(keep)
 
 
@@ -278,6 +280,8 @@ class TiktokenTokenizer:
     `bench/chunkers.py` on every benchmark document, and `resolve_engine` on a probe text
     before the engine is used.
     """
+
+    SLICE_CHARS = 1 << 20  # the bpe engine encodes a longer text in pieces of about this size
 
     def __init__(self, name: str = "cl100k_base", engine: str = "auto") -> None:
         self.name = name
@@ -373,14 +377,35 @@ class TiktokenTokenizer:
     def decode(self, tokens: Sequence[int]) -> str:
         return self._enc.decode(list(tokens))
 
+    def slices(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) pieces of `text` of about SLICE_CHARS characters, cut at `PIECE_BREAKS`
+        points, where tiktoken's pieces split: encoded one by one, they give the tokens of the
+        whole. One piece for a short text, or where the pattern is not one of the known ones.
+        """
+        out, pos = [], 0
+        while self._breaks is not None and len(text) - pos > self.SLICE_CHARS:
+            m = self._breaks.search(text, pos + self.SLICE_CHARS)
+            if m is None or m.end() >= len(text):
+                break
+            out.append((pos, m.end()))
+            pos = m.end()
+        out.append((pos, len(text)))
+        return out
+
+    def _bpe_ids(self, text: str) -> np.ndarray:
+        ids = self._bpe.encode(text)
+        if _UINT32 is None:
+            return np.array(ids, dtype=np.uint32)
+        # array.array copies a list of ints in C, three times as fast as numpy does
+        return np.frombuffer(array.array(_UINT32, ids), dtype=np.uint32)
+
     def _token_array(self, text: str) -> np.ndarray:
         if self._bpe is not None:
             try:
-                ids = self._bpe.encode(text)
-                if _UINT32 is None:
-                    return np.array(ids, dtype=np.uint32)
-                # array.array copies a list of ints in C, three times as fast as numpy does
-                return np.frombuffer(array.array(_UINT32, ids), dtype=np.uint32)
+                # A slice at a time: rs-bpe returns a list of Python ints, 40 bytes a token
+                # (400 MB for a 60 MB document at once).
+                parts = [self._bpe_ids(text[s:e]) for s, e in self.slices(text)]
+                return parts[0] if len(parts) == 1 else np.concatenate(parts)
             except UnicodeEncodeError:  # lone surrogates: tiktoken decides (it raises too)
                 pass
         # encode_to_numpy with no special tokens is encode_ordinary, into a buffer rather than
