@@ -27,7 +27,7 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
-from pipelines.output_lock import OutputLock, lock_path
+from pipelines.output_lock import OutputLock
 from pipelines.run_tables import output_bytes
 from pipelines.staging import (
     REPORT_FILES,
@@ -125,8 +125,6 @@ def build_pipeline(
     """
     write_to = write_to or config.output
     never_read = [config.output, write_to, config.previous_output or "", *skip_folders]
-    if "://" not in config.output:
-        never_read.append(lock_path(config.output))
     read = p | "Read documents" >> ReadDocuments(config.read, exclude=never_read)
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
     documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(

@@ -26,7 +26,7 @@ from transforms.chunking.tokens import (
 from transforms.context import ContextConfig, reserved_tokens
 from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
-from transforms.read import ReadConfig, literal_folder
+from transforms.read import ReadConfig, has_wildcard, literal_folder
 
 CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
 
@@ -332,6 +332,16 @@ class JobConfig:
             raise ValueError("--output is required: the folder to write the tables to")
         if self.read.sample < 1.0 and not self.estimate:
             raise ValueError("--estimate_sample is only meaningful with --estimate")
+        if self.embedding_cache is not None:
+            if has_wildcard(self.embedding_cache):
+                raise ValueError(
+                    f"--embedding_cache {self.embedding_cache} holds a wildcard (*, ? or [): "
+                    "it is one folder, named as it is"
+                )
+            if self.embedding.path is None:
+                raise ValueError(
+                    "--embedding_cache needs an embedding model, not --embedding_model=none"
+                )
         for pattern in self.read.patterns:
             folder = literal_folder(pattern)
             if folder and _holds(self.output, folder):

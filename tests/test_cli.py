@@ -87,7 +87,19 @@ def test_summary_lists_rejects_by_reason_removals_and_size():
         "documents_rejected": 3,
         "documents_unchanged": 2,
         "documents_removed": 1,
+        "previous_output": "/last-night",
+        "changes": {
+            "added": {"documents": 4, "chunks_added": 30, "chunks_removed": 0},
+            "changed": {"documents": 1, "chunks_added": 10, "chunks_removed": 9},
+            "unchanged": {"documents": 2, "chunks_added": 0, "chunks_removed": 0},
+            "removed": {"documents": 1, "chunks_added": 0, "chunks_removed": 44},
+        },
         "chunks_reused": 7,
+        "reused_tokens": 300,
+        "chunks_cached": 5,
+        "chunks_deduplicated": 0,
+        "saved_usd": 0.000006,
+        "model_read_tokens": 900,
         "chunks": 40,
         "chunks_rejected": 0,
         "chunks_truncated": 0,
@@ -103,6 +115,14 @@ def test_summary_lists_rejects_by_reason_removals_and_size():
     lines = text.splitlines()
     assert "  rejected at extract: empty 2" in lines
     assert "  rejected at read: invalid_json 1" in lines
-    assert "2 unchanged (7 chunks reused), 1 removed" in text
+    assert (
+        "  since --previous_output: 4 added (+30 chunks), 1 changed (+10/-9 chunks), 2 unchanged, "
+        "1 removed (-44 chunks), 0 rejected"
+    ) in lines
+    assert (
+        "  reused: 300 tokens not embedded again (7 chunks of unchanged documents, 5 from the "
+        "embedding cache, 0 identical texts), saving $0.000006"
+    ) in lines
+    assert "1,200 embedded (inflation 1.2), 900 read by the model" in text
     assert lines[-1] == "  output: /out (2.5 MB: chunks 2.5 MB, documents 40.0 KB)"
     assert human_bytes(17) == "17 B"

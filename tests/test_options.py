@@ -30,7 +30,7 @@ def config(*flags):
         (["--price_per_million_tokens=-1"], "--price_per_million_tokens"),
         (["--extract_timeout_s=-1"], "--extract_timeout_s"),
         (["--parent_chunk_size=100"], "--parent_chunk_size=100"),
-        (["--previous_output=o"], "--previous_output"),
+        (["--embedding_cache=gs://b/c/*"], "--embedding_cache"),
     ],
 )
 def test_bad_flag_is_named(flags, message):
@@ -108,6 +108,7 @@ def test_help_lists_every_project_flag(monkeypatch, capsys):
         "--context",
         "--estimate",
         "--previous_output",
+        "--embedding_cache",
         "--price_per_million_tokens",
         "--embedding_model",
         "--embedding_backend",

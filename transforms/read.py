@@ -298,6 +298,11 @@ def printable_path(path: str) -> str:
 OUTPUT_LOCK_NAME = ".corpus-chunker.lock"
 
 
+def _lock_beside(folder: str) -> str:
+    parent, _, name = folder.rpartition("/")
+    return f"{parent}/.{name}.lock"
+
+
 def _is_lock(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return name == OUTPUT_LOCK_NAME or (name.startswith(".") and name.endswith(".lock"))
@@ -384,6 +389,8 @@ class _SkipFn(beam.DoFn):
     def __init__(self, patterns: Sequence[str], exclude: Sequence[str] = ()) -> None:
         self.patterns = list(patterns)
         self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
+        # the locks runs take beside these folders (pipelines/output_lock.py): no corpus files
+        self.locks = {_lock_beside(e.rstrip("/")) for e in exclude}
         self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
         self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
         self.special = Metrics.counter(NAMESPACE, "special_files_skipped")
@@ -412,6 +419,8 @@ class _SkipFn(beam.DoFn):
 
     def process(self, element: tuple) -> Iterator[tuple]:
         path, metadata = element
+        if path in self.locks:
+            return
         if path.startswith(self.exclude):
             if _is_lock(path):
                 # this run's own lock on its output: no file of the corpus, and no skip
