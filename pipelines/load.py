@@ -68,6 +68,7 @@ class LoadOptions(PipelineOptions):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="corpus-chunker load",
+        allow_abbrev=False,  # --ful must not mean --full
         usage=USAGE,
         description="Make a vector store hold exactly the chunks of the finished run in DIR: "
         "incremental when the store holds the run DIR was rebuilt from (--previous_output), "
