@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,8 @@ from tests.load_runs import assert_holds_exactly, change, chunk, held, write_run
 from transforms.load import CURRENT, FULL, INCREMENTAL, RunToLoad, choose_mode, open_run
 from transforms.stores import StoreSpec
 from transforms.stores.base import STORE_COLUMNS, LoadState, check_table_name, store_schema
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # --- the choice of mode ---------------------------------------------------------------------
 
@@ -313,3 +319,67 @@ def test_a_table_of_another_dimension_is_refused(store: StoreSpec, tmp_path: Pat
             s.prepare(4)
     finally:
         s.close()
+
+
+_SLOW_LOAD = """
+import sys, time
+from transforms.stores.lance import LanceStore
+from transforms.stores.postgres import PostgresStore
+from pipelines.load import main
+
+for cls in (LanceStore, PostgresStore):
+    def slow(self, rows, upsert=cls.upsert):
+        n = upsert(self, rows)
+        time.sleep(0.3)  # time for the test to see some batches in and kill the load
+        return n
+    cls.upsert = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _rows_of_run(spec: StoreSpec, run_id: str) -> int:
+    store = spec.open()
+    try:
+        if spec.kind == "lancedb":
+            return store.chunks.count_rows(f"run_id = '{run_id}'")
+        return store.conn.execute(
+            f"SELECT count(*) FROM {spec.table} WHERE run_id = %s", (run_id,)
+        ).fetchone()[0]
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_load_killed_midway_converges_when_rerun(store: StoreSpec, tmp_path: Path) -> None:
+    """SIGKILL the load process after some upsert batches: the store still records the run
+    it held, and a rerun of the same command ends with exactly the new run."""
+    _load(write_run(str(tmp_path / "a"), RUN_A, "run-a"), store)
+    many = [chunk("delta", i, f"delta chunk number {i}") for i in range(60)]
+    changes = [
+        change("gamma", "removed", removed=[RUN_A[5]["chunk_id"], RUN_A[6]["chunk_id"]]),
+        change("delta", "added", [c["chunk_id"] for c in many]),
+    ]
+    chunks_b = [*RUN_A[:5], *many]
+    run_b = write_run(str(tmp_path / "b"), chunks_b, "run-b", "run-a", changes)
+    command = [sys.executable, "-c", _SLOW_LOAD, run_b, "--to", store.uri, "--batch_size=5"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while _rows_of_run(store, "run-b") < 10:
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the load wrote nothing in 180 s"
+            time.sleep(0.1)
+        proc.kill()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert 10 <= _rows_of_run(store, "run-b") < len(many)  # killed midway
+    assert RUN_A[5]["chunk_id"] in held(store)  # deletes had not begun
+    assert _state(store) == LoadState("run-a", "run-b")
+    _load(run_b, store)
+    assert_holds_exactly(store, chunks_b)
+    assert _state(store) == LoadState("run-b", None)
