@@ -383,3 +383,39 @@ def test_a_load_killed_midway_converges_when_rerun(store: StoreSpec, tmp_path: P
     _load(run_b, store)
     assert_holds_exactly(store, chunks_b)
     assert _state(store) == LoadState("run-b", None)
+
+
+@pytest.mark.slow
+def test_the_loaded_store_answers_the_readme_search(store: StoreSpec, tmp_path: Path) -> None:
+    """The search queries the README shows find a chunk by its own vector first; PostgreSQL's
+    table has its HNSW index."""
+    import numpy as np
+
+    _load(write_run(str(tmp_path / "a"), RUN_A, "run-a"), store)
+    target = RUN_A[3]
+    query = np.asarray(target["embedding"], dtype=np.float32)
+    if store.kind == "lancedb":
+        import lancedb
+
+        table = lancedb.connect(store.uri[len("lancedb://") :]).open_table("corpus_chunks")
+        hits = table.search(query).distance_type("cosine").where("NOT is_parent").limit(10)
+        sources = [(h["source"], h["text"]) for h in hits.to_list()]
+    else:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        with psycopg.connect(store.uri) as conn:
+            register_vector(conn)
+            indexes = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'corpus_chunks'"
+            ).fetchall()
+            assert any("hnsw (embedding vector_cosine_ops)" in i for (i,) in indexes)
+            conn.execute("SET enable_seqscan = off")  # as on a large table: through the index
+            rows = conn.execute(
+                "SELECT source, section_path, text, embedding <=> %s AS distance "
+                "FROM corpus_chunks ORDER BY embedding <=> %s LIMIT 10",
+                (query, query),
+            ).fetchall()
+            sources = [(r[0], r[2]) for r in rows]
+    assert sources[0] == (target["source"], target["text"])
+    assert len(sources) == 6  # every chunk but the parent, which has no vector

@@ -50,19 +50,28 @@ def _sql_type(field: pa.Field) -> str:
 
 def create_table_sql(table: str, embedding_dim: int) -> list[str]:
     """The statements that create `table` if missing: its columns come from store_schema, the
-    chunk id is the primary key, cosine HNSW over the embeddings (pgvector leaves NULL
-    embeddings out of the index), and an index on run_id for the full load's delete."""
+    chunk id is the primary key, with an index on run_id for the full load's delete (the
+    vector index comes last: hnsw_index_sql)."""
     columns = ",\n  ".join(
         f"{f.name} {_sql_type(f)}" + (" PRIMARY KEY" if f.name == "chunk_id" else "")
         for f in store_schema(embedding_dim)
     )
     return [
         f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n)",
-        f"CREATE INDEX IF NOT EXISTS {table}_embedding_hnsw ON {table} "
-        "USING hnsw (embedding vector_cosine_ops)",
         f"CREATE INDEX IF NOT EXISTS {table}_run_id ON {table} (run_id)",
         f"CREATE INDEX IF NOT EXISTS {table}_doc_id ON {table} (doc_id)",
     ]
+
+
+def hnsw_index_sql(table: str) -> str:
+    """Cosine HNSW over the embeddings (pgvector leaves NULL embeddings out of it). A load
+    creates it at its end when missing: built once over a new table's rows, it costs a
+    fraction of what inserting each row into it does (measured here: 2.1 s against 15.7 s
+    for 5,000 rows of 384 dimensions)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {table}_embedding_hnsw ON {table} "
+        "USING hnsw (embedding vector_cosine_ops)"
+    )
 
 
 STATE_SQL = (
@@ -180,6 +189,7 @@ class PostgresStore(VectorStore):
 
     def finish(self, run_id: str) -> None:
         with self.conn.transaction():
+            self.conn.execute(hnsw_index_sql(self.table))
             self.conn.execute(
                 f"INSERT INTO {STATE_TABLE} (table_name, run_id, loaded_at) "
                 "VALUES (%s, %s, now()) ON CONFLICT (table_name) DO UPDATE SET "
