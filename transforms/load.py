@@ -196,8 +196,21 @@ def _chunk_id(row: dict) -> str:
     return row["chunk_id"]
 
 
-def _listed(row: dict, ids: dict[str, bool]) -> bool:
-    return row["chunk_id"] in ids
+class _ReadListedChunks(beam.DoFn):
+    """A chunks/ shard -> its rows whose chunk_id is among `ids`."""
+
+    def process(self, path: str, ids: dict[str, bool]) -> Iterator[dict]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        if not ids:
+            return
+        wanted = pa.array(list(ids), type=pa.string())
+        with FileSystems.open(path) as f:
+            for batch in pq.ParquetFile(f).iter_batches(columns=list(CHUNK_COLUMNS)):
+                listed = batch.filter(pc.is_in(batch.column("chunk_id"), value_set=wanted))
+                yield from listed.to_pylist()
 
 
 def _key(chunk_id: str) -> tuple[str, bool]:
@@ -239,25 +252,33 @@ class LoadChunks(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         run_id = self.run.run_id
-        rows = (
+        ids = (
             pbegin
-            | "Read chunks" >> self.run.read_table(CHUNKS, list(CHUNK_COLUMNS))
-            | "Store rows" >> beam.Map(store_row, run_id)
+            | "Read chunk ids" >> self.run.read_table(CHUNKS, ["chunk_id"])
+            | "Chunk ids" >> beam.Map(_chunk_id)
         )
-        ids = rows | "Chunk ids" >> beam.Map(_chunk_id)
         expected = (
             ids
             | "Distinct ids" >> beam.Distinct()
             | "Count chunks" >> beam.combiners.Count.Globally()
         )
-        if self.mode == INCREMENTAL:
+        if self.mode == FULL:
+            rows = pbegin | "Read chunks" >> self.run.read_table(CHUNKS, list(CHUNK_COLUMNS))
+        else:
             changes = pbegin | "Read changes" >> self.run.read_table(
                 CHANGES, ["chunks_added", "chunks_removed"]
             )
             added = changes | "Added ids" >> beam.FlatMap(_added) | "Key added" >> beam.Map(_key)
-            rows = rows | "Added chunks" >> beam.Filter(_listed, beam.pvalue.AsDict(added))
+            # Filtered in Arrow as the shards are read: only the few added rows (embeddings
+            # and all) become Python dicts.
+            rows = (
+                pbegin
+                | "Chunk shards" >> beam.Create(self.run.shards[CHUNKS])
+                | "Read added chunks" >> beam.ParDo(_ReadListedChunks(), beam.pvalue.AsDict(added))
+            )
         upserted = (
             rows
+            | "Store rows" >> beam.Map(store_row, run_id)
             | "Batch rows" >> self._batches()
             | "Upsert" >> beam.ParDo(_Upsert(self.spec))
             | "Total upserted" >> beam.CombineGlobally(sum)
