@@ -108,6 +108,16 @@ def test_flags_are_checked_before_anything_runs() -> None:
         check_table_name("Chunks; drop")
 
 
+def test_load_is_a_subcommand_of_corpus_chunker(capsys) -> None:
+    from pipelines.chunk_corpus import SUBCOMMANDS, main
+
+    assert SUBCOMMANDS["load"] == "pipelines.load:main"
+    with pytest.raises(SystemExit) as exit_:
+        main(["load", "--help"])
+    assert exit_.value.code == 0
+    assert "corpus-chunker load DIR --to URI" in capsys.readouterr().out
+
+
 def test_main_reports_errors_naming_the_folder(tmp_path: Path, capsys) -> None:
     assert load.main([str(tmp_path / "nope"), "--to", f"lancedb://{tmp_path}/db"]) == 2
     assert f"{tmp_path / 'nope'} has no run_manifest.json" in capsys.readouterr().err
