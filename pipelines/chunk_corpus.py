@@ -27,21 +27,29 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
-from pipelines.output_lock import OutputLock
+from pipelines.output_lock import OutputLock, lock_path
 from pipelines.run_tables import output_bytes
-from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
-from transforms.accounting import Account, AccountInputs, run_manifest
+from pipelines.staging import (
+    REPORT_FILES,
+    delete_folder,
+    is_complete,
+    recover,
+    staging_folder,
+    swap_in,
+)
+from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
+from transforms.accounting import Account, AccountInputs, change_lines, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
+from transforms.changes import ChangeInputs, ChangeLog
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
 from transforms.embed_stage import Embed
 from transforms.extract import ExtractText
-from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run
+from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run, read_previous
 from transforms.read import ReadDocuments, check_patterns, has_wildcard
 from transforms.write import REUSED_CHUNK_ROWS, WriteShards
 
-REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
 UNSUPPORTED_RUNNERS = {
     "daskrunner": "Beam 2.77's DaskRunner drops elements emitted in finish_bundle (the Parquet "
     "sinks and RunInference batches), so it would report success with data missing",
@@ -63,59 +71,103 @@ def merge(label: str, *parts: beam.PCollection | None) -> beam.PCollection:
 
 
 def _account(
-    config: JobConfig, previous: PreviousRun | None, skip_folders: Sequence[str]
+    config: JobConfig, output: str, previous: PreviousRun | None, skip_folders: Sequence[str]
 ) -> Account:
     manifest = run_manifest(
+        config.run_id,
         config.settings,
         config.inputs,
         config.output,
         config.estimate,
         previous.output if previous is not None else None,
         skip_folders,
+        previous.run_id if previous is not None else None,
     )
-    return Account(config.output, config.pricing, manifest, config.embedding.max_seq_length)
+    manifest["embedding_cache_key"] = config.embedding_cache_key
+    return Account(output, config.pricing, manifest, config.embedding.max_seq_length)
+
+
+def _cached_vectors(
+    p: beam.Pipeline, config: JobConfig, previous: PreviousRun | None, rows: beam.PCollection | None
+) -> beam.PCollection | None:
+    """The embedding cache's vectors of this model: the previous run's (when its model key is
+    this run's) and the --embedding_cache folder's; None when there is neither."""
+    key = config.embedding_cache_key
+    if key is None or not config.embeds:
+        return None
+    if previous is None or previous.embedding_cache_key != key:
+        rows = None
+    if rows is None and config.embedding_cache is None:
+        return None
+    from transforms.embedding_cache import CachedVectors
+
+    return p | "Cached vectors" >> CachedVectors(key, rows, config.embedding_cache)
 
 
 def build_pipeline(
-    p: beam.Pipeline, config: JobConfig, skip_folders: Sequence[str] = ()
+    p: beam.Pipeline,
+    config: JobConfig,
+    skip_folders: Sequence[str] = (),
+    write_to: str | None = None,
 ) -> JobOutputs:
     """Connect the stages, in the order the data flows through them.
 
-    `skip_folders`: folders under the inputs whose files are not read (earlier runs' output).
+    `skip_folders`: folders under the inputs whose files are not read (earlier runs' output);
+    `write_to`: where the run's files go (the staging folder of --output; default --output).
     Boilerplate removal spreads the documents evenly over the workers (after its line counts),
     and chunking, context, counting and embedding fuse with it into one stage.
     """
-    never_read = [config.output, config.previous_output or "", *skip_folders]
+    write_to = write_to or config.output
+    never_read = [config.output, write_to, config.previous_output or "", *skip_folders]
+    if "://" not in config.output:
+        never_read.append(lock_path(config.output))
     read = p | "Read documents" >> ReadDocuments(config.read, exclude=never_read)
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
     documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
         config.boilerplate, spread=True
     )
     previous = None if config.estimate else previous_run(config.previous_output, config.fingerprint)
-    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(
-        previous, (read.rejects, extracted.rejects)
-    )
+    tables = read_previous(p, previous) if previous is not None else None
+    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(previous, tables)
     chunked = rebuild.changed | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer
     )
     with_context = chunked.by_document | "Add context" >> AddContext(config.context)
     counted = with_context | "Count chunk tokens" >> CountChunkTokens(config.budget)
-    embedded = counted | "Embed chunks" >> Embed(config.embedding, enabled=config.embeds)
+    cached = _cached_vectors(p, config, previous, rebuild.other_rows)
+    embedded = counted | "Embed chunks" >> Embed(config.embedding, config.embeds, cached)
+    if config.embedding_cache and embedded.new_vectors is not None:
+        from transforms.embedding_cache import WriteCache
+
+        assert config.embedding_cache_key is not None
+        embedded.new_vectors | "Add to the embedding cache" >> WriteCache(
+            config.embedding_cache, config.embedding_cache_key, config.run_id
+        )
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
     rejects = merge(
         "All rejects", read.rejects, extracted.rejects, chunked.rejects, embedded.rejects
     )
     documents = merge("All documents", chunked.documents, rebuild.unchanged)
-    tables = {CHUNKS: chunks, DOCUMENTS: documents, REJECTS: rejects}
-    if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs
-        tables[REUSED_CHUNK_ROWS] = rebuild.reused_rows
-    written = tables | "Write tables" >> WriteShards(
-        config.output, config.written_embedding_dim, write_chunks=not config.estimate
+    changes = ChangeInputs(documents, chunks, rejects) | "Changes" >> ChangeLog(
+        tables, rebuild.reused_rows
     )
-    events = merge("Stage events", read.events, chunked.events, rebuild.events, embedded.events)
+    tables_out = {CHUNKS: chunks, DOCUMENTS: documents, REJECTS: rejects, CHANGES: changes.rows}
+    if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs
+        tables_out[REUSED_CHUNK_ROWS] = rebuild.reused_rows
+    written = tables_out | "Write tables" >> WriteShards(
+        write_to, config.written_embedding_dim, write_chunks=not config.estimate
+    )
+    events = merge(
+        "Stage events",
+        read.events,
+        chunked.events,
+        rebuild.events,
+        embedded.events,
+        changes.events,
+    )
     account = AccountInputs(events, chunks, rejects, written)
-    manifest = account | "Account" >> _account(config, previous, skip_folders)
+    manifest = account | "Account" >> _account(config, write_to, previous, skip_folders)
     return JobOutputs(chunks, documents, rejects, manifest)
 
 
@@ -123,24 +175,32 @@ SHARD_NAME = re.compile(r"part-\d+-of-\d+\.parquet")  # what WriteShards names a
 
 
 def prepare_output(output: str, overwrite: bool, previous_output: str | None = None) -> None:
-    """Refuse to mix two runs' shards in one folder unless --overwrite is given.
+    """Refuse, before anything runs, an --output the run may not replace; delete nothing.
 
-    Nothing is deleted unless the folder holds a complete run (its run_manifest.json), and then
-    only that run's own files: the shards of its tables and its reports. A wildcard in
-    --output, files in a table folder that no run writes, and a --previous_output that is
-    --output itself (compared by real path, so a symlink to it counts) are refused first.
+    The run is written beside --output and replaces it only once complete
+    (pipelines/staging.py). Refused: a wildcard in --output; files in a table folder that no run
+    writes; files of a run without its run_manifest.json (an incomplete run, or not one of
+    this job: the swap would delete them); a complete run without --overwrite; and a
+    --previous_output that is not a complete run. --previous_output may be --output itself
+    (compared by real path): the new run reads the old one, then replaces it.
     """
     if has_wildcard(output):
         raise ValueError(
             f"--output {output} holds a wildcard (*, ? or [): the output is one folder, "
             "named as it is"
         )
-    if previous_output:
-        _check_previous_output(output, previous_output)
+    if previous_output and not is_complete(previous_output):
+        raise ValueError(
+            f"--previous_output {previous_output} has no valid run_manifest.json: not a "
+            "complete run"
+        )
     shards, foreign = [], []
     for name in TABLES:
         for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list:
-            (shards if SHARD_NAME.fullmatch(m.path.rsplit("/", 1)[-1]) else foreign).append(m.path)
+            entry = m.path.rstrip("/").rsplit("/", 1)[-1]
+            if entry.startswith("beam-temp-"):  # a failed run's temporary files: replaced too
+                continue
+            (shards if SHARD_NAME.fullmatch(entry) else foreign).append(m.path)
     reports = [
         path
         for path in (FileSystems.join(output, name) for name in REPORT_FILES)
@@ -155,50 +215,34 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
     existing = shards + reports
     if not existing:
         return
-    manifest = FileSystems.join(output, "run_manifest.json")
-    if not _is_manifest(manifest):
+    if not is_complete(output):
         raise ValueError(
             f"--output {output} holds {len(existing)} files of a run but no valid "
             "run_manifest.json (an incomplete run, or not one of this job); --overwrite "
-            "deletes only a complete run, so nothing was deleted: remove them yourself or "
+            "replaces only a complete run, so nothing was deleted: remove them yourself or "
             "choose another folder"
         )
     if not overwrite:
+        same = previous_output and _real(previous_output) == _real(output)
         raise ValueError(
             f"--output {output} already holds a run ({len(existing)} files); "
-            "pass --overwrite to replace it or choose another folder"
+            + (
+                "pass --overwrite to rebuild it in place from itself"
+                if same
+                else "pass --overwrite to replace it or choose another folder"
+            )
         )
-    FileSystems.delete([p for p in existing if p != manifest] + [manifest])  # the manifest last
 
 
 def _real(path: str) -> str:
     return os.path.realpath(path) if "://" not in path else path.rstrip("/")
 
 
-def _check_previous_output(output: str, previous_output: str) -> None:
-    """--previous_output must be a complete run other than --output, before anything goes."""
-    if _real(previous_output) == _real(output):
-        raise ValueError(
-            f"--previous_output {previous_output} and --output {output} are the same folder "
-            f"({_real(output)}); the run would replace what it reuses"
-        )
-    if not _is_manifest(FileSystems.join(previous_output, "run_manifest.json")):
-        raise ValueError(
-            f"--previous_output {previous_output} has no valid run_manifest.json: not a "
-            "complete run"
-        )
-
-
-def _is_manifest(path: str) -> bool:
-    """Whether `path` is a run manifest of this job (a JSON object with a config fingerprint)."""
-    if not FileSystems.exists(path):
-        return False
+def _discard(staging: str) -> None:
     try:
-        with FileSystems.open(path) as f:
-            manifest = json.loads(f.read(1 << 24).decode("utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and "config_fingerprint" in manifest
+        delete_folder(staging)
+    except Exception:
+        logging.warning("could not delete %s; the next run into this output will", staging)
 
 
 def check_runner(options: PipelineOptions) -> None:
@@ -229,17 +273,26 @@ def summary(
         f"{report['documents_unchanged']} unchanged",
         *_reject_lines(report.get("rejects", {})),
     ]
-    if report.get("documents_unchanged") or report.get("documents_removed"):
+    lines += change_lines(report, "  ")
+    if report.get("reused_tokens"):
         lines.append(
-            f"  since --previous_output: {report['documents_unchanged']} unchanged "
-            f"({report.get('chunks_reused', 0)} chunks reused), "
-            f"{report.get('documents_removed', 0)} removed (in that run, not in the input)"
+            f"  reused: {report['reused_tokens']:,} tokens not embedded again "
+            f"({report.get('chunks_reused', 0)} chunks of unchanged documents, "
+            f"{report.get('chunks_cached', 0)} from the embedding cache, "
+            f"{report.get('chunks_deduplicated', 0)} identical texts), saving "
+            f"${report.get('saved_usd', 0):.6f}"
         )
     lines += [
         f"  chunks: {report['chunks']} ({report['chunks_rejected']} rejected, "
         f"{report['chunks_truncated']} truncated by the model)",
         f"  tokens: {report['document_tokens']:,} in documents, {report['embedded_tokens']:,} "
-        f"embedded (inflation {report['overlap_inflation']})",
+        f"embedded (inflation {report['overlap_inflation']})"
+        + (
+            f", {report['model_read_tokens']:,} read by the model"
+            if report.get("model_read_tokens", report["embedded_tokens"])
+            != report["embedded_tokens"]
+            else ""
+        ),
         f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
         + (
             f"; projected whole corpus ${report['projection']['cost_usd']:.4f}"
@@ -324,10 +377,18 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     earlier_runs = check_patterns(config.inputs)
     started = time.time()
     with OutputLock(config.output):  # one run at a time writes into a folder
+        for line in recover(config.output):  # what a killed run left beside the output
+            logging.warning("--output %s: %s", config.output, line)
         prepare_output(config.output, config.overwrite, config.previous_output)
+        staging = staging_folder(config.output, config.run_id)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, earlier_runs)
-        result = _run_with_progress(pipeline, options, config, quiet=quiet)
+        build_pipeline(pipeline, config, earlier_runs, write_to=staging)
+        try:
+            result = _run_with_progress(pipeline, options, config, quiet=quiet)
+        except BaseException:
+            _discard(staging)  # --output is as it was; a kill leaves this to the next run
+            raise
+        swap_in(staging, config.output)
     report_path = FileSystems.join(config.output, "cost_report.json")
     if FileSystems.exists(report_path):
         with FileSystems.open(report_path) as f:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +60,17 @@ class ChunkCorpusOptions(PipelineOptions):
             "--previous_output",
             default=None,
             help="Output of an earlier complete run: documents whose text is unchanged keep "
-            "their chunks and embeddings from it (incremental rebuild). Ignored, with a "
-            "warning, when its config fingerprint differs. Default: off (everything is built).",
+            "their chunks and embeddings from it (incremental rebuild), chunks whose embedded "
+            "text it holds take its vector, and changes/ lists what was added and removed "
+            "since. It may be --output itself with --overwrite. A run of another config reuses "
+            "no chunks, only vectors. Default: off (everything is built).",
+        )
+        g.add_argument(
+            "--embedding_cache",
+            default=None,
+            help="Folder (local, gs://, s3://) of embeddings by model and exact embedded text: "
+            "texts found there are not embedded again, and the run adds the vectors its model "
+            "made. Default: none (the previous run's vectors are still reused).",
         )
         g.add_argument(
             "--chunk_size",
@@ -312,15 +322,15 @@ class JobConfig:
     pricing_tokenizer: str = "cl100k_base"
     overwrite: bool = False
     previous_output: str | None = None
+    embedding_cache: str | None = None  # --embedding_cache folder
     settings: dict = field(default_factory=dict)  # the flags, for the manifest
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this run
 
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("--output is required: the folder to write the tables to")
         if self.read.sample < 1.0 and not self.estimate:
             raise ValueError("--estimate_sample is only meaningful with --estimate")
-        if self.previous_output == self.output:
-            raise ValueError("--previous_output must differ from --output (the run replaces it)")
         for pattern in self.read.patterns:
             folder = literal_folder(pattern)
             if folder and _holds(self.output, folder):
@@ -347,6 +357,11 @@ class JobConfig:
         not embedded, and pyarrow < 26 cannot read back a null in a fixed-size list column
         (apache/arrow#35692), so with parents the column is a plain list."""
         return None if self.chunking.parent_chunk_size else self.embedding.dimension
+
+    @property
+    def embedding_cache_key(self) -> str | None:
+        """The model key of the embedding cache (transforms/embedding_cache.py)."""
+        return self.embedding.cache_key
 
     @property
     def embeds(self) -> bool:
@@ -430,6 +445,10 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         embedding = dataclasses.replace(
             embedding, model_id=prepared.model_id, onnx_sha256=prepared.onnx_sha256
         )
+        if not o.estimate:
+            from transforms.embedding_cache import cache_key
+
+            embedding = dataclasses.replace(embedding, cache_key=cache_key(embedding))
     # Everything that changes the output goes into the fingerprint (not paths, runner, price).
     settings = {
         "config_version": CONFIG_VERSION,
@@ -492,6 +511,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         pricing_tokenizer=o.pricing_tokenizer,
         overwrite=o.overwrite,
         previous_output=_absolute(o.previous_output) if o.previous_output else None,
+        embedding_cache=_absolute(o.embedding_cache) if o.embedding_cache else None,
         settings={
             **settings,
             "config_fingerprint": fingerprint,

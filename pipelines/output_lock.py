@@ -1,7 +1,8 @@
 """One run at a time per --output: a lock file taken before the folder is touched.
 
 Two runs writing into one folder would mix their shards and both report success. The lock is
-a file created exclusively (O_EXCL) in the output folder, holding the owner's host, pid and
+a file created exclusively (O_EXCL) beside the output folder (`.NAME.lock`: the folder itself
+is swapped for the new run at the end, pipelines/staging.py), holding the owner's host, pid and
 start time; a lock whose owner process is gone (a killed run) is taken over with a warning.
 Local folders only: an object store has no exclusive create, so a run there says so and
 relies on the job's own staging.
@@ -17,7 +18,13 @@ import os
 import socket
 from types import TracebackType
 
-from transforms.read import OUTPUT_LOCK_NAME as LOCK_NAME  # the read stage skips it too
+from pipelines.staging import resolved
+
+
+def lock_path(output: str) -> str:
+    """The lock file of a local output folder: `.NAME.lock` beside it."""
+    target = resolved(output)
+    return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
 
 
 class OutputLocked(ValueError):
@@ -39,14 +46,14 @@ class OutputLock:
 
     def __init__(self, output: str) -> None:
         self.output = output
-        self.path = None if "://" in output else os.path.join(output, LOCK_NAME)
+        self.path = None if "://" in output else lock_path(output)
         self._held = False
 
     def __enter__(self) -> OutputLock:
         if self.path is None:
             logging.info("--output %s is not local: no lock against a second run", self.output)
             return self
-        os.makedirs(self.output, exist_ok=True)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         owner = {
             "host": socket.gethostname(),
             "pid": os.getpid(),

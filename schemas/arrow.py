@@ -6,7 +6,7 @@ import dataclasses
 
 import pyarrow as pa
 
-from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, Column, column_names, schema
+from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, Column, column_names, schema
 from schemas.records import Chunk, Document, Reject
 
 
@@ -24,6 +24,7 @@ def chunk_schema(embedding_dim: int | None) -> pa.Schema:
 CHUNK_COLUMNS = column_names(CHUNKS)
 DOCUMENT_SCHEMA = schema(DOCUMENTS)
 REJECT_SCHEMA = schema(REJECTS)
+CHANGE_SCHEMA = schema(CHANGES)
 
 
 def document_row(doc: Document) -> dict:

@@ -17,6 +17,8 @@ DOCUMENTS = "documents"
 REJECTS = "rejects"
 CHANGES = "changes"
 TABLES = (CHUNKS, DOCUMENTS, REJECTS, CHANGES)
+# The --embedding_cache folder's files (not a table of a run folder).
+EMBEDDING_CACHE = "embedding_cache"
 
 # What a row of changes/ says of its document, against --previous_output (without one, every
 # document is added).
@@ -134,6 +136,17 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             "chunk ids of the previous run's chunks that this run does not hold",
             False,
         ),
+    ),
+    EMBEDDING_CACHE: (
+        _c(
+            "model",
+            pa.string(),
+            "the model's cache key: its id and the sha256 of its weights (or ONNX file)",
+            False,
+        ),
+        _c("text_sha256", pa.string(), "sha256 of the embedded text (context+text)", False),
+        _c("embedding", pa.list_(pa.float32()), "the normalised float32 vector", False),
+        _c("model_tokens", pa.int32(), "word pieces of the text in the model tokenizer"),
     ),
 }
 

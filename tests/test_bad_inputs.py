@@ -25,6 +25,7 @@ import pipelines.chunk_corpus as job
 import transforms.read as read_module
 from pipelines.chunk_corpus import NothingChunkedError, prepare_output, run
 from pipelines.flags import unknown_flag_error
+from pipelines.staging import swap_in
 from schemas.records import Document, RawDocument, Reject, content_hash
 from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, write_bad_corpus
 from tests.tables import report, rows
@@ -292,7 +293,7 @@ def test_a_wildcard_in_output_is_refused_and_nothing_deleted(tmp_path):
     assert all(f.exists() for files in victims for f in files)
 
 
-def test_overwrite_needs_a_manifest_and_deletes_only_the_runs_own_files(tmp_path):
+def test_overwrite_needs_a_manifest_and_replaces_only_the_runs_own_files(tmp_path):
     home = tmp_path / "home"
     (home / "documents").mkdir(parents=True)
     thesis = home / "documents" / "thesis.docx"
@@ -312,25 +313,38 @@ def test_overwrite_needs_a_manifest_and_deletes_only_the_runs_own_files(tmp_path
     files = _fake_run(run_folder)
     notes = run_folder / "notes.txt"
     notes.write_text("kept")
-    (run_folder / "chunks" / "beam-temp-x").mkdir()
+    (run_folder / "chunks" / "beam-temp-x").mkdir()  # a failed run's: replaced with the rest
     with pytest.raises(ValueError, match="--overwrite"):
         prepare_output(str(run_folder), overwrite=False)
     prepare_output(str(run_folder), overwrite=True)
-    assert not any(f.exists() for f in files)
-    assert notes.exists() and (run_folder / "chunks" / "beam-temp-x").is_dir()
+    assert all(f.exists() for f in files)  # checking deletes nothing: the swap replaces them
+
+    staged = tmp_path / ".run.staging-1"
+    new_files = _fake_run(staged)
+    (staged / "chunks" / "part-00000-of-00001.parquet").write_text("new")
+    swap_in(str(staged), str(run_folder))
+    assert (run_folder / "chunks" / "part-00000-of-00001.parquet").read_text() == "new"
+    assert notes.read_text() == "kept"
+    assert not (run_folder / "chunks" / "beam-temp-x").exists()
+    assert sorted(os.listdir(tmp_path)) == ["half", "home", "run"]
+    assert len(new_files) == len(files)
 
 
-def test_previous_output_is_checked_by_real_path_before_anything_is_deleted(tmp_path):
+def test_previous_output_is_read_by_real_path_and_survives_a_failed_rebuild(tmp_path):
     previous = tmp_path / "previous"
-    files = _fake_run(previous)
+    files = _fake_run(previous)  # its shards are not Parquet: the rebuild fails reading them
+    before = {f: f.read_bytes() for f in files}
     link = tmp_path / "link"
     link.symlink_to(previous)
     corpus = tmp_path / "a.md"
     corpus.write_text("# A\n\ntext\n")
     argv = ["--input", str(corpus), "--output", str(link), "--previous_output", str(previous)]
-    with pytest.raises(ValueError, match="same folder"):
+    with pytest.raises(ValueError, match="--overwrite to rebuild it in place"):
+        run([*argv, "--embedding_model=none"])
+    with pytest.raises(Exception, match="Parquet"):
         run([*argv, "--overwrite", "--embedding_model=none"])
-    assert all(f.exists() for f in files)
+    assert {f: f.read_bytes() for f in files} == before  # byte for byte
+    assert sorted(os.listdir(tmp_path)) == ["a.md", "link", "previous"]  # no staging left
     with pytest.raises(ValueError, match=r"no valid run_manifest\.json"):
         prepare_output(str(tmp_path / "new"), True, str(tmp_path / "not-a-run"))
 

@@ -249,7 +249,8 @@ def counters_of(result: Any) -> dict[str, int]:
 
 def run_embed(handler: SentenceTransformerHandler, chunks: list[Chunk], check_good, check_bad):
     p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
-    good, bad, _ = p | beam.Create(chunks) | EmbedChunks(handler, "default")
+    result = p | beam.Create(chunks) | EmbedChunks(handler, "default")
+    good, bad = result.chunks, result.rejects
     assert_that(good, check_good, label="good")
     assert_that(bad, check_bad, label="bad")
     result = p.run()
@@ -349,7 +350,8 @@ def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str)
     SEEN_BY_MODEL.clear()
 
     p = TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
-    good, bad, duplicates = p | beam.Create(chunks) | EmbedChunks(handler, prepared.model_id)
+    result = p | beam.Create(chunks) | EmbedChunks(handler, prepared.model_id)
+    good, bad, duplicates = result.chunks, result.rejects, result.events
 
     def check_good(out: list[Chunk]) -> None:
         assert sorted(c.chunk_id for c in out) == sorted(c.chunk_id for c in chunks)

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,6 +18,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from schemas.columns import CHANGE_KINDS
 from schemas.records import Chunk, Document, Reject
 
 # Stat events: small typed records (tuples underneath, so the shuffle stays small), one type
@@ -74,8 +74,19 @@ class ChunkReused(NamedTuple):
     embed_tokens: int
 
 
-class DocumentRemoved(NamedTuple):
-    """A document of the previous run that is no longer in the input."""
+class DocumentChange(NamedTuple):
+    """One row of changes/: what became of a document since --previous_output."""
+
+    change: str  # schemas.columns.CHANGE_KINDS
+    chunks_added: int
+    chunks_removed: int
+
+
+class EmbeddingReused(NamedTuple):
+    """A chunk whose vector came from the embedding cache (an earlier run's vector of exactly
+    the same embedded text, by the same model), so the model did not read it."""
+
+    embed_tokens: int
 
 
 class ChunkDeduplicated(NamedTuple):
@@ -159,11 +170,13 @@ class CostReportFn(beam.CombineFn):
         return {
             "documents_in": 0,
             "documents_unchanged": 0,
-            "documents_removed": 0,
+            "changes": {},
             "chunks_reused": 0,
             "reused_embedded_tokens": 0,
             "chunks_deduplicated": 0,
             "deduplicated_embedded_tokens": 0,
+            "chunks_cached": 0,
+            "cached_embedded_tokens": 0,
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
             "rejects": {},
@@ -198,11 +211,12 @@ class CostReportFn(beam.CombineFn):
             for key in (
                 "documents_in",
                 "documents_unchanged",
-                "documents_removed",
                 "chunks_reused",
                 "reused_embedded_tokens",
                 "chunks_deduplicated",
                 "deduplicated_embedded_tokens",
+                "chunks_cached",
+                "cached_embedded_tokens",
                 "boilerplate_lines_removed",
                 "boilerplate_tokens_removed",
                 "chunk_rejects",
@@ -212,9 +226,10 @@ class CostReportFn(beam.CombineFn):
             for key in ("rejects", "files_skipped", "context_sources", "llm"):
                 for k, v in acc[key].items():
                     out[key][k] = out[key].get(k, 0) + v
-            for key in ("by_doc_type", "by_strategy"):
+            for key in ("by_doc_type", "by_strategy", "changes"):
                 for name, group in acc[key].items():
-                    target = out[key].setdefault(name, _group())
+                    blank = _change_totals() if key == "changes" else _group()
+                    target = out[key].setdefault(name, blank)
                     for k, v in group.items():
                         target[k] += v
         return out
@@ -247,8 +262,20 @@ def _add_reused(acc: dict[str, Any], event: ChunkReused) -> None:
     acc["reused_embedded_tokens"] += event.embed_tokens
 
 
-def _add_removed(acc: dict[str, Any], _: DocumentRemoved) -> None:
-    acc["documents_removed"] += 1
+def _change_totals() -> dict[str, int]:
+    return {"documents": 0, "chunks_added": 0, "chunks_removed": 0}
+
+
+def _add_change(acc: dict[str, Any], event: DocumentChange) -> None:
+    totals = acc["changes"].setdefault(event.change, _change_totals())
+    totals["documents"] += 1
+    totals["chunks_added"] += event.chunks_added
+    totals["chunks_removed"] += event.chunks_removed
+
+
+def _add_cached(acc: dict[str, Any], event: EmbeddingReused) -> None:
+    acc["chunks_cached"] += 1
+    acc["cached_embedded_tokens"] += event.embed_tokens
 
 
 def _add_deduplicated(acc: dict[str, Any], event: ChunkDeduplicated) -> None:
@@ -297,7 +324,8 @@ _ADD: dict[type, Callable[[dict[str, Any], Any], None]] = {
     DocumentIn: _add_input,
     DocumentUnchanged: _add_unchanged,
     ChunkReused: _add_reused,
-    DocumentRemoved: _add_removed,
+    DocumentChange: _add_change,
+    EmbeddingReused: _add_cached,
     ChunkDeduplicated: _add_deduplicated,
     FileSkipped: _add_skipped,
     DocumentChunked: _add_chunked,
@@ -331,39 +359,60 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         llm["prompt_tokens"] * pricing.llm_price_in
         + llm["completion_tokens"] * pricing.llm_price_out
     ) / 1e6
+    model_read = int(totals["embedded_tokens"]) - (
+        acc["cached_embedded_tokens"] + acc["deduplicated_embedded_tokens"]
+    )
+    reused = (
+        acc["reused_embedded_tokens"]
+        + acc["cached_embedded_tokens"]
+        + acc["deduplicated_embedded_tokens"]
+    )
+    # The embedding bill: what the model read (an --estimate, which embeds nothing, prices
+    # every token it would embed).
+    cost = model_read * pricing.price_per_million_tokens / 1e6
     report: dict[str, Any] = {
         "mode": mode,
         "documents_in": acc["documents_in"],
         "documents_chunked": documents_chunked,
         "documents_unchanged": acc["documents_unchanged"],
         "documents_rejected": acc["doc_rejects"],
-        "documents_removed": acc["documents_removed"],
+        "documents_removed": acc["changes"].get("removed", {}).get("documents", 0),
         "chunks": int(totals["chunks"]),
         "parent_chunks": int(totals["parent_chunks"]),
         "chunks_reused": acc["chunks_reused"],
+        "reused_embedded_tokens": acc["reused_embedded_tokens"],
         "chunks_rejected": acc["chunk_rejects"],
         # Embedded by the vector of an identical embedded text (not read by the model again).
         "chunks_deduplicated": acc["chunks_deduplicated"],
         "deduplicated_embedded_tokens": acc["deduplicated_embedded_tokens"],
+        # Embedded by a vector from the embedding cache (the previous run's, --embedding_cache).
+        "chunks_cached": acc["chunks_cached"],
+        "cached_embedded_tokens": acc["cached_embedded_tokens"],
         "document_tokens": int(totals["document_tokens"]),
         "boilerplate_lines_removed": acc["boilerplate_lines_removed"],
         "boilerplate_tokens_removed": acc["boilerplate_tokens_removed"],
         "text_tokens": int(totals["text_tokens"]),
         "embedded_tokens": int(totals["embedded_tokens"]),
+        # What the model read: the new chunks' tokens less the cached and deduplicated ones.
+        "model_read_tokens": model_read,
+        # Not read again: chunks of unchanged documents, cached and deduplicated texts.
+        "reused_tokens": reused,
         "header_tokens": int(totals["header_tokens"]),
         "overlap_inflation": total["overlap_inflation"],
         "chunks_truncated": int(totals["chunks_truncated"]),
         "embedding_seconds": total["embedding_seconds"],
         "price_per_million_tokens": pricing.price_per_million_tokens,
-        "cost_usd": total["cost_usd"],
-        "cost_per_document_usd": total["cost_usd"] / documents_chunked if documents_chunked else 0,
+        "cost_usd": cost,
+        "saved_usd": reused * pricing.price_per_million_tokens / 1e6,
+        "cost_per_document_usd": cost / documents_chunked if documents_chunked else 0,
         # Changing chunk size or overlap means embedding everything again, the chunks reused
         # from a previous run included: this is that bill.
         "rechunk_cost_usd": (totals["embedded_tokens"] + acc["reused_embedded_tokens"])
         * pricing.price_per_million_tokens
         / 1e6,
         "llm_context": llm,
-        "total_cost_usd": total["cost_usd"] + llm["cost_usd"],
+        "total_cost_usd": cost + llm["cost_usd"],
+        "changes": {k: acc["changes"][k] for k in CHANGE_KINDS if k in acc["changes"]},
         "context_sources": dict(sorted(acc["context_sources"].items())),
         "rejects": dict(sorted(acc["rejects"].items())),
         # matched by --input but not read, by rule: not documents, so not in documents_in
@@ -393,6 +442,25 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
     return report
 
 
+def change_lines(report: dict[str, Any], prefix: str) -> list[str]:
+    """'since --previous_output: 2 added (+9 chunks), ...', from the report's `changes`; none
+    for a run that had no previous output (every document added)."""
+    changes = report.get("changes") or {}
+    if not report.get("previous_output"):
+        return []
+    parts = []
+    for kind in CHANGE_KINDS:
+        c = changes.get(kind, _change_totals())
+        delta = []
+        if c["chunks_added"]:
+            delta.append(f"+{c['chunks_added']:,}")
+        if c["chunks_removed"]:
+            delta.append(f"-{c['chunks_removed']:,}")
+        note = f" ({'/'.join(delta)} chunks)" if delta else ""
+        parts.append(f"{c['documents']:,} {kind}{note}")
+    return [f"{prefix}since --previous_output: " + ", ".join(parts)]
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     """A readable cost_report.md."""
     lines = [
@@ -407,6 +475,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- identical embedded texts: {report['chunks_deduplicated']} chunks took the vector of "
         f"another chunk with the same header and text ({report['deduplicated_embedded_tokens']:,} "
         "tokens the model did not read again)",
+        *change_lines(report, "- "),
+        f"- embedding: the model read {report['model_read_tokens']:,} tokens; "
+        f"{report['reused_tokens']:,} reused (unchanged documents "
+        f"{report['reused_embedded_tokens']:,}, embedding cache "
+        f"{report['cached_embedded_tokens']:,} in {report['chunks_cached']} chunks, identical "
+        f"texts {report['deduplicated_embedded_tokens']:,}), saving ${report['saved_usd']:.6f}",
         f"- document tokens: {report['document_tokens']:,}; embedded tokens: "
         f"{report['embedded_tokens']:,} (headers {report['header_tokens']:,}); overlap inflation "
         f"{report['overlap_inflation']}",
@@ -489,13 +563,17 @@ def file_inventory(output: str, paths: Iterable[str]) -> dict[str, dict[str, Any
 
 
 class _WriteReport(beam.DoFn):
-    def __init__(self, output: str, pricing: Pricing, mode: str) -> None:
+    def __init__(
+        self, output: str, pricing: Pricing, mode: str, previous_output: str | None = None
+    ) -> None:
         self.output = output
         self.pricing = pricing
         self.mode = mode
+        self.previous_output = previous_output
 
     def process(self, acc: dict[str, Any], written_files: list[str]) -> Iterator[dict]:
         report = build_report(acc, self.pricing, self.mode)
+        report["previous_output"] = self.previous_output
         report["files_written"] = len(written_files)
         write_text(FileSystems.join(self.output, "cost_report.json"), json.dumps(report, indent=2))
         write_text(FileSystems.join(self.output, "cost_report.md"), report_markdown(report))
@@ -533,6 +611,7 @@ class _WriteManifest(beam.DoFn):
 
 
 def run_manifest(
+    run_id: str,
     settings: dict[str, Any],
     inputs: Sequence[str],
     output: str,
@@ -547,7 +626,7 @@ def run_manifest(
     whether changes/ applies to it); `previous_run_id` is the run_id of --previous_output.
     """
     return {
-        "run_id": uuid.uuid4().hex,
+        "run_id": run_id,
         "previous_run_id": previous_run_id,
         "config": settings,
         "config_fingerprint": settings["config_fingerprint"],
@@ -603,7 +682,8 @@ class Account(beam.PTransform):
         written_list = beam.pvalue.AsList(inputs.written)
         mode = self.manifest["mode"]
         report = totals | "Write cost report" >> beam.ParDo(
-            _WriteReport(self.output, self.pricing, mode), written_list
+            _WriteReport(self.output, self.pricing, mode, self.manifest.get("previous_output")),
+            written_list,
         )
         return report | "Write manifest" >> beam.ParDo(
             _WriteManifest(self.output, self.manifest), written_list

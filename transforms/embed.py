@@ -12,7 +12,6 @@ they are grouped by a hash of that text and the vector is copied to each.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -29,16 +28,18 @@ from apache_beam.ml.inference.base import (
 
 from schemas.records import Chunk, Reject
 from transforms import progress
-from transforms.accounting import ChunkDeduplicated
+from transforms.accounting import ChunkDeduplicated, EmbeddingReused
 from transforms.common import NAMESPACE
 from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
     ONNX_INT8,
+    CachedVector,
     EmbedResult,
     ModelInfo,
     quiet_model_loading,
     read_model_info,
     resolve_model_path,
+    text_key,
 )
 
 # Forward pass and Beam batch when the flags leave them out: a GPU wants larger ones (its
@@ -191,8 +192,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
 
 
 def embedded_text_key(chunk: Chunk) -> str:
-    """What identical embedded texts share: a hash of exactly what the model reads."""
-    return hashlib.sha256(chunk.embed_text().encode("utf-8", "surrogatepass")).hexdigest()
+    return text_key(chunk.embed_text())
 
 
 def _one_per_text(item: tuple[str, Any]) -> tuple[tuple[Chunk, ...], Chunk]:
@@ -250,26 +250,91 @@ class _FailedBatchToRejects(beam.DoFn):
                 )
 
 
+class _UseCache(beam.DoFn):
+    """(text key, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
+    none cached, (the others, the one to embed) for the model, as `_one_per_text` gives."""
+
+    HITS = "hits"
+    EVENTS = "events"
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.embedded = progress.counter(NAMESPACE, "chunks_embedded")
+        self.cached = Metrics.counter(NAMESPACE, "chunks_cached")
+
+    def process(self, item: tuple[str, dict[str, Any]]) -> Iterator[Any]:
+        key, grouped = item
+        chunks = list(grouped["chunks"])
+        if not chunks:  # a cached text this run does not embed
+            return
+        cached = next(iter(grouped["cached"]), None)
+        if cached is None:
+            yield _one_per_text((key, chunks))
+            return
+        for chunk in chunks:
+            self.embedded.inc()
+            self.cached.inc()
+            yield beam.pvalue.TaggedOutput(
+                self.HITS,
+                dataclasses.replace(
+                    chunk,
+                    embedding=tuple(cached.embedding),
+                    embedding_model=self.model_name,
+                    model_tokens=cached.model_tokens,
+                ),
+            )
+            yield beam.pvalue.TaggedOutput(self.EVENTS, EmbeddingReused(chunk.embed_tokens))
+
+
+def _cache_entry(keyed: tuple[tuple[Chunk, ...], PredictionResult]) -> tuple[str, CachedVector]:
+    """What the model gave for one distinct text, as the embedding cache keeps it."""
+    _, result = keyed
+    vector, model_tokens, _ = result.inference
+    return embedded_text_key(result.example), CachedVector(tuple(vector.tolist()), model_tokens)
+
+
 class EmbedChunks(beam.PTransform):
     """Chunk -> Chunk with `embedding`, Reject for chunks whose batch failed, and one
     `accounting.ChunkDeduplicated` event for each chunk whose embedded text another chunk of the
     run was embedded for (its vector is that chunk's).
 
     Grouping by the embedded text is a shuffle: the model reads each distinct text once.
+    `cached`: (text key, CachedVector) of the embedding cache, by this model: a text found there
+    is not embedded again (`accounting.EmbeddingReused`); the result's `new_vectors` are the
+    (text key, CachedVector) the model made, for the cache to keep.
     """
 
-    def __init__(self, handler: SentenceTransformerHandler, model_name: str) -> None:
+    def __init__(
+        self,
+        handler: SentenceTransformerHandler,
+        model_name: str,
+        cached: beam.PCollection | None = None,
+    ) -> None:
         super().__init__()
         self.handler = handler
         self.model_name = model_name
+        self.cached = cached
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
-        distinct = (
-            chunks
-            | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
-            | "Group identical texts" >> beam.GroupByKey()
-            | "One chunk a text" >> beam.Map(_one_per_text)
-        )
+        keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
+        hits = cache_events = None
+        if self.cached is None:
+            distinct = (
+                keyed
+                | "Group identical texts" >> beam.GroupByKey()
+                | "One chunk a text" >> beam.Map(_one_per_text)
+            )
+        else:
+            looked_up = (
+                {"chunks": keyed, "cached": self.cached}
+                | "Group identical texts with the cache" >> beam.CoGroupByKey()
+                | "Use cached vectors"
+                >> beam.ParDo(_UseCache(self.model_name)).with_outputs(
+                    _UseCache.HITS, _UseCache.EVENTS, main="misses"
+                )
+            )
+            distinct = looked_up.misses
+            hits, cache_events = looked_up[_UseCache.HITS], looked_up[_UseCache.EVENTS]
         embedded, dead = (
             distinct
             | "Run model" >> RunInference(KeyedModelHandler(self.handler)).with_exception_handling()
@@ -278,4 +343,10 @@ class EmbedChunks(beam.PTransform):
             _AttachEmbedding(self.model_name)
         ).with_outputs(_AttachEmbedding.DUPLICATES, main="chunks")
         bad = dead.failed_inferences | "Failed batches" >> beam.ParDo(_FailedBatchToRejects())
-        return EmbedResult(attached.chunks, bad, attached[_AttachEmbedding.DUPLICATES])
+        new_vectors = embedded | "New vectors" >> beam.Map(_cache_entry)
+        out_chunks = attached.chunks
+        events = attached[_AttachEmbedding.DUPLICATES]
+        if hits is not None:
+            out_chunks = (out_chunks, hits) | "Embedded and cached" >> beam.Flatten()
+            events = (events, cache_events) | "Embedding events" >> beam.Flatten()
+        return EmbedResult(out_chunks, bad, events, new_vectors)

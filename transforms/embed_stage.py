@@ -13,12 +13,16 @@ from transforms.models import EmbeddingConfig, EmbedResult
 
 class Embed(beam.PTransform):
     """Chunk -> EmbedResult: embedded through RunInference, or passed on when `enabled` is off
-    (--embedding_model=none, --estimate)."""
+    (--embedding_model=none, --estimate); a text whose vector `cached` holds is not embedded
+    again."""
 
-    def __init__(self, config: EmbeddingConfig, enabled: bool) -> None:
+    def __init__(
+        self, config: EmbeddingConfig, enabled: bool, cached: beam.PCollection | None = None
+    ) -> None:
         super().__init__()
         self.config = config
         self.enabled = enabled and config.path is not None
+        self.cached = cached  # (text key, CachedVector): transforms/embedding_cache.py
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
         if not self.enabled:
@@ -38,4 +42,4 @@ class Embed(beam.PTransform):
             onnx_sha256=c.onnx_sha256,
             cache_dir=c.cache_dir,
         )
-        return chunks | "With the model" >> EmbedChunks(handler, c.model_id or c.model)
+        return chunks | "With the model" >> EmbedChunks(handler, c.model_id or c.model, self.cached)

@@ -2,35 +2,32 @@
 
 A document is unchanged when the previous run (same config fingerprint) holds the same doc_id
 with the same content_hash. Its chunks (embeddings included) are copied from the previous
-output instead of being chunked and embedded again; everything else is rebuilt.
+output instead of being chunked and embedded again; everything else is rebuilt. A previous run
+of another config reuses no chunk, but still gives the change log (transforms/changes.py) and
+the vectors of identical embedded texts (the embedding cache, transforms/embed.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquet, ReadFromParquet
-from apache_beam.metrics import Metrics
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
-from schemas.records import Document, Reject
+from schemas.records import Document
 from transforms import progress
-from transforms.accounting import (
-    ChunkReused,
-    DocumentRemoved,
-    DocumentUnchanged,
-    file_inventory,
-)
+from transforms.accounting import ChunkReused, DocumentUnchanged, file_inventory
+from transforms.changes import PreviousTables
 from transforms.common import NAMESPACE
 
-UNCHANGED = "unchanged"  # the tags of SplitUnchanged's outputs
-REMOVED = "removed"
+UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
 
 
 @dataclass(frozen=True)
@@ -40,6 +37,10 @@ class PreviousRun:
     # The shards that run wrote, per table (from its manifest); None for a run whose manifest
     # predates the file list, whose shards are then read by pattern.
     shards: dict[str, tuple[str, ...]] | None = None
+    run_id: str | None = None  # None: a run from before run ids
+    embedding_cache_key: str | None = None  # its model's key (transforms/embedding_cache.py)
+    # Whether its chunks may be reused: the same config fingerprint as this run.
+    reusable: bool = True
 
     def read_table(self, table: str, columns: list[str] | None = None) -> beam.PTransform:
         """A read of one of that run's tables (the shards it wrote), of `columns` or all."""
@@ -80,11 +81,15 @@ def load_previous_run(output: str) -> PreviousRun:
             "are read by pattern and not checked",
             output,
         )
-        return PreviousRun(output=output, fingerprint=manifest["config_fingerprint"])
+        return PreviousRun(
+            output=output, fingerprint=manifest["config_fingerprint"], run_id=manifest.get("run_id")
+        )
     return PreviousRun(
         output=output,
         fingerprint=manifest["config_fingerprint"],
         shards=verified_shards(output, files),
+        run_id=manifest.get("run_id"),
+        embedding_cache_key=manifest.get("embedding_cache_key"),
     )
 
 
@@ -128,25 +133,35 @@ def verified_shards(
 
 
 def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
-    """The run at `output` to reuse chunks from; None when there is none or its config differs."""
+    """The run at `output` (None: none given); `reusable` only when its config is this run's."""
     if not output:
         return None
     previous = load_previous_run(output)
     if previous.fingerprint != fingerprint:
         logging.warning(
-            "--previous_output %s was made with config %s, this run is %s: rebuilding everything",
+            "--previous_output %s was made with config %s, this run is %s: every document is "
+            "chunked again (the vectors of texts that stay the same are still reused)",
             previous.output,
             previous.fingerprint,
             fingerprint,
         )
-        return None
+        return dataclasses.replace(previous, reusable=False)
     return previous
+
+
+def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTables:
+    """The previous run's documents (doc_id, source, content_hash) and chunk rows (all
+    columns), each read once for every stage that needs them."""
+    documents = pipeline | "Read previous documents" >> previous.read_table(
+        DOCUMENTS, ["doc_id", "source", "content_hash"]
+    )
+    chunks = pipeline | "Read previous chunks" >> previous.read_table(CHUNKS)
+    return PreviousTables(documents, chunks)
 
 
 class _Route(beam.DoFn):
     def __init__(self) -> None:
         self.unchanged = progress.counter(NAMESPACE, "documents_unchanged")
-        self.removed = Metrics.counter(NAMESPACE, "documents_removed")
 
     def process(self, item: tuple[str, dict]) -> Iterator:
         _, grouped = item
@@ -155,15 +170,7 @@ class _Route(beam.DoFn):
         # retries them rather than copying an incomplete set of rows.
         if list(grouped["embed_failed"]):
             previous_hashes = set()
-        docs = list(grouped["current"])
-        if not docs:
-            if list(grouped.get("rejected", ())):
-                # still an input, rejected this time: counted there, not as removed
-                return
-            self.removed.inc()
-            yield beam.pvalue.TaggedOutput(REMOVED, item[0])
-            return
-        for doc in docs:
+        for doc in grouped["current"]:
             if doc.content_hash in previous_hashes:
                 self.unchanged.inc()
                 yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
@@ -172,23 +179,16 @@ class _Route(beam.DoFn):
 
 
 class SplitUnchanged(beam.PTransform):
-    """Document -> changed documents (main), `unchanged` Documents and `removed` doc ids.
+    """Document -> changed documents (main) and `unchanged` Documents."""
 
-    `rejected_ids`: doc ids this run rejected before this point; such a document of the
-    previous run is not reported removed.
-    """
-
-    def __init__(self, previous: PreviousRun, rejected_ids: beam.PCollection | None = None) -> None:
+    def __init__(self, previous: PreviousRun, previous_documents: beam.PCollection) -> None:
         super().__init__()
         self.previous = previous
-        self.rejected_ids = rejected_ids
+        self.previous_documents = previous_documents
 
     def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        previous = (
-            docs.pipeline
-            | "Read previous documents"
-            >> self.previous.read_table(DOCUMENTS, ["doc_id", "content_hash"])
-            | "Key previous" >> beam.Map(lambda row: (row["doc_id"], row["content_hash"]))
+        previous = self.previous_documents | "Key previous" >> beam.Map(
+            lambda row: (row["doc_id"], row["content_hash"])
         )
         failed = (
             docs.pipeline
@@ -198,46 +198,42 @@ class SplitUnchanged(beam.PTransform):
         )
         current = docs | "Key current" >> beam.Map(lambda d: (d.doc_id, d))
         joined = {"current": current, "previous": previous, "embed_failed": failed}
-        if self.rejected_ids is not None:
-            joined["rejected"] = self.rejected_ids | "Key rejected" >> beam.Map(
-                lambda doc_id: (doc_id, True)
-            )
         return (
             joined
             | "Join on doc_id" >> beam.CoGroupByKey()
-            | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, REMOVED, main="changed")
+            | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, main="changed")
         )
 
 
-def _rows_of_unchanged(item: tuple[str, dict]) -> Iterator[dict]:
+OTHERS = "others"  # the tag of ReuseChunks' rows of documents that are not reused
+
+
+def _rows_of_unchanged(item: tuple[str, dict]) -> Iterator:
     _, grouped = item
     if list(grouped["unchanged"]):
         yield from grouped["rows"]
+    else:
+        for row in grouped["rows"]:
+            yield beam.pvalue.TaggedOutput(OTHERS, row)
 
 
 class ReuseChunks(beam.PTransform):
-    """Unchanged Documents -> their chunk rows from the previous output, as written then."""
+    """Unchanged Documents -> their chunk rows from the previous output, as written then (main),
+    and the previous rows of every other document (`others`: the embedding cache's)."""
 
-    def __init__(self, previous: PreviousRun) -> None:
+    def __init__(self, previous_chunks: beam.PCollection) -> None:
         super().__init__()
-        self.previous = previous
+        self.previous_chunks = previous_chunks
 
-    def expand(self, unchanged: beam.PCollection) -> beam.PCollection:
-        rows = (
-            unchanged.pipeline
-            | "Read previous chunks" >> self.previous.read_table(CHUNKS)
-            | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
-        )
+    def expand(self, unchanged: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        rows = self.previous_chunks | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
         ids = unchanged | "Unchanged ids" >> beam.Map(lambda d: (d.doc_id, True))
         return (
             {"unchanged": ids, "rows": rows}
             | "Join rows" >> beam.CoGroupByKey()
-            | "Rows of unchanged documents" >> beam.FlatMap(_rows_of_unchanged)
+            | "Rows of unchanged documents"
+            >> beam.FlatMap(_rows_of_unchanged).with_outputs(OTHERS, main="reused")
         )
-
-
-def _doc_ids(reject: Reject) -> list[str]:
-    return [reject.doc_id] if reject.doc_id else []
 
 
 def _unchanged_event(doc: Document) -> DocumentUnchanged:
@@ -248,43 +244,36 @@ def _reused_event(row: dict) -> ChunkReused:
     return ChunkReused(row["embed_tokens"] or 0)
 
 
-def _removed_event(_: str) -> DocumentRemoved:
-    return DocumentRemoved()
-
-
 class RebuildResult(NamedTuple):
     changed: beam.PCollection  # Document: to chunk and embed
-    unchanged: beam.PCollection | None  # Document whose chunks are reused; None: no previous run
+    unchanged: beam.PCollection | None  # Document whose chunks are reused; None: no reuse
     reused_rows: beam.PCollection | None  # chunk rows (dicts) copied from the previous run
     events: beam.PCollection | None  # accounting events of the above
+    # The previous run's chunk rows not copied (the embedding cache's); None: no previous run
+    other_rows: beam.PCollection | None = None
 
 
 class ReuseUnchanged(beam.PTransform):
-    """Documents -> RebuildResult: against a previous run, what changed goes on to be chunked,
-    and what did not keeps the previous run's chunk rows; without one, everything is changed.
+    """Documents -> RebuildResult: against a previous run of the same config, what changed goes
+    on to be chunked, and what did not keeps the previous run's chunk rows; without one,
+    everything is changed."""
 
-    `rejects`: what this run rejected before this point; a document of the previous run that is
-    among them is counted rejected, not removed.
-    """
-
-    def __init__(self, previous: PreviousRun | None, rejects: Sequence[beam.PCollection]) -> None:
+    def __init__(self, previous: PreviousRun | None, tables: PreviousTables | None) -> None:
         super().__init__()
-        self.previous = previous
-        self.rejects = tuple(rejects)
+        self.previous = previous if previous is not None and previous.reusable else None
+        self.tables = tables
 
     def expand(self, docs: beam.PCollection) -> RebuildResult:
-        if self.previous is None:
+        if self.tables is None:
             return RebuildResult(docs, None, None, None)
-        rejected_ids = (
-            self.rejects
-            | "Rejected so far" >> beam.Flatten()
-            | "Their ids" >> beam.FlatMap(_doc_ids)
-        )
-        routed = docs | "Split unchanged" >> SplitUnchanged(self.previous, rejected_ids)
-        reused = routed.unchanged | "Reuse chunks" >> ReuseChunks(self.previous)
+        if self.previous is None:  # another config: nothing reused but the vectors
+            return RebuildResult(docs, None, None, None, self.tables.chunks)
+        routed = docs | "Split unchanged" >> SplitUnchanged(self.previous, self.tables.documents)
+        copied = routed.unchanged | "Reuse chunks" >> ReuseChunks(self.tables.chunks)
         events = (
             routed.unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
-            reused | "Reused events" >> beam.Map(_reused_event),
-            routed.removed | "Removed events" >> beam.Map(_removed_event),
+            copied.reused | "Reused events" >> beam.Map(_reused_event),
         ) | "Rebuild events" >> beam.Flatten()
-        return RebuildResult(routed.changed, routed.unchanged, reused, events)
+        return RebuildResult(
+            routed.changed, routed.unchanged, copied.reused, events, copied[OTHERS]
+        )

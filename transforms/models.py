@@ -7,6 +7,7 @@ about 2 s): the chunk stage, the flag checks and `--help` need only these.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ class EmbeddingConfig:
     model_id: str | None = None  # what the vectors are recorded under (model, backend, hash)
     onnx_sha256: str | None = None
     cache_dir: str | None = None  # where the ONNX models are built and found
+    cache_key: str | None = None  # the model's key in the embedding cache (embedding_cache.py)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -114,10 +116,23 @@ class EmbeddingConfig:
         return cls(model, info.path, info.dimension, info.max_seq_length, **settings)
 
 
+def text_key(text: str) -> str:
+    """What identical embedded texts share: a hash of exactly what the model reads."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class CachedVector(NamedTuple):
+    """A vector of the embedding cache: what the model gave for one embedded text."""
+
+    embedding: tuple[float, ...]
+    model_tokens: int | None
+
+
 class EmbedResult(NamedTuple):
     chunks: beam.PCollection  # Chunk, with its embedding when the job embeds
     rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
-    events: beam.PCollection | None = None  # accounting.ChunkDeduplicated
+    events: beam.PCollection | None = None  # ChunkDeduplicated, EmbeddingReused
+    new_vectors: beam.PCollection | None = None  # (text key, CachedVector) the model made
 
 
 def quiet_model_loading() -> None:

@@ -77,12 +77,13 @@ def document_id(source: str, root: str = "") -> str:
 
 
 def record_id(path: str, line_no: int, record: dict, root: str = "") -> str:
-    """A JSONL record's doc_id: its file and its own id when it has one, else its line."""
+    """A JSONL record's doc_id: its own id when it has one, which names the document across
+    the corpus (a record that moves to another file keeps its id and so its chunks; a second
+    record with the id is a duplicate), else its file and line."""
     key = record.get("id")
-    where = relative_source(path, root)
     if key not in (None, ""):
-        return stable_hash("record", where, type(key).__name__, key)
-    return stable_hash("record", where, "line", line_no)
+        return stable_hash("record", type(key).__name__, key)
+    return stable_hash("record", relative_source(path, root), "line", line_no)
 
 
 def in_sample(path: str, fraction: float, root: str = "") -> bool:
@@ -292,9 +293,16 @@ def printable_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-# The lock a run holds on its --output (pipelines.output_lock.LOCK_NAME; the read stage does
-# not import the launcher's modules).
+# The lock a run holds on its --output, `.NAME.lock` beside it (pipelines.output_lock; the read
+# stage does not import the launcher's modules), and the one older runs took inside it.
 OUTPUT_LOCK_NAME = ".corpus-chunker.lock"
+
+
+def _is_lock(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name == OUTPUT_LOCK_NAME or (name.startswith(".") and name.endswith(".lock"))
+
+
 BAD_NAMES = "bad_names"
 # why a matched file is not read: "hidden" or "output_folder" (by rule), or for a local path
 # "fifo", "socket", "device", "dangling_symlink", "symlink_loop" or "outside_input_root" (a
@@ -405,7 +413,7 @@ class _SkipFn(beam.DoFn):
     def process(self, element: tuple) -> Iterator[tuple]:
         path, metadata = element
         if path.startswith(self.exclude):
-            if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
+            if _is_lock(path):
                 # this run's own lock on its output: no file of the corpus, and no skip
                 return
             self.excluded.inc()
@@ -451,6 +459,56 @@ class ReadConfig:
             raise ValueError(f"--max_file_bytes must be positive, got {self.max_file_bytes}")
         if not 0.0 < self.sample <= 1.0:
             raise ValueError(f"--estimate_sample must be in (0, 1], got {self.sample}")
+
+
+def _record_order(doc: RawDocument) -> tuple[str, int]:
+    """A JSONL record's place in the corpus: its file, then its line."""
+    path, _, line = doc.source.rpartition("#L")
+    return path, int(line) if line.isdigit() else 0
+
+
+def _keep_first(item: tuple[str, Iterable[RawDocument]]) -> Iterator:
+    _, docs = item
+    first, *others = sorted(docs, key=_record_order)
+    yield first
+    for doc in others:
+        yield beam.pvalue.TaggedOutput(
+            REJECTS,
+            Reject(
+                doc.source,
+                "read",
+                "duplicate_id",
+                f"the record id of {first.source} again; the first one is kept",
+                doc.doc_id,
+            ),
+        )
+
+
+def _is_record(doc: RawDocument) -> bool:
+    return doc.text is not None  # a JSONL record, whose id the record gives
+
+
+class UniqueResult(NamedTuple):
+    documents: beam.PCollection  # RawDocument
+    rejects: beam.PCollection  # Reject: duplicate_id
+
+
+class UniqueRecordIds(beam.PTransform):
+    """RawDocument -> the same (main), less JSONL records whose id a record of another file
+    has too (`rejects`: duplicate_id, naming the first by file and line, which is kept).
+    A file's own duplicates are rejected as it is read; files' ids are their paths'."""
+
+    def expand(self, docs: beam.PCollection) -> UniqueResult:
+        records = docs | "Records" >> beam.Filter(_is_record)
+        files = docs | "Files" >> beam.Filter(lambda d: not _is_record(d))
+        checked = (
+            records
+            | "Key by id" >> beam.Map(lambda d: (d.doc_id, d))
+            | "Group by id" >> beam.GroupByKey()
+            | "First of an id" >> beam.FlatMap(_keep_first).with_outputs(REJECTS, main="kept")
+        )
+        documents = (files, checked.kept) | "Unique documents" >> beam.Flatten()
+        return UniqueResult(documents, checked[REJECTS])
 
 
 class ReadResult(NamedTuple):
@@ -528,7 +586,9 @@ class ReadDocuments(beam.PTransform):
             rejects | "Unread input events" >> beam.Map(_input_event),
             skipped | "Skip events" >> beam.Map(FileSkipped),
         ) | "Read events" >> beam.Flatten()
-        return ReadResult(read.documents, rejects, skipped, events)
+        unique = read.documents | "One record an id" >> UniqueRecordIds()
+        rejects = (rejects, unique.rejects) | "All read rejects" >> beam.Flatten()
+        return ReadResult(unique.documents, rejects, skipped, events)
 
 
 def check_patterns(patterns: Sequence[str]) -> list[str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import WriteToParquet
 
 from schemas.arrow import (
+    CHANGE_SCHEMA,
     DOCUMENT_SCHEMA,
     REJECT_SCHEMA,
     chunk_row,
@@ -15,10 +18,24 @@ from schemas.arrow import (
     document_row,
     reject_row,
 )
-from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
+from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS
+from schemas.records import Chunk
+from transforms import progress
+from transforms.common import NAMESPACE
 
 # The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
 REUSED_CHUNK_ROWS = "reused_chunk_rows"
+
+
+class _ChunkRows(beam.DoFn):
+    """Chunk -> its row of chunks/, counted (`chunk_rows_written`) as it goes to the sink."""
+
+    def __init__(self) -> None:
+        self.written = progress.counter(NAMESPACE, "chunk_rows_written")
+
+    def process(self, chunk: Chunk) -> Iterator[dict]:
+        self.written.inc()
+        yield chunk_row(chunk)
 
 
 def table_prefix(output: str, table: str) -> str:
@@ -57,7 +74,7 @@ class WriteShards(beam.PTransform):
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         written = []
         if self.write_chunks:
-            rows = tables[CHUNKS] | "Chunk rows" >> beam.Map(chunk_row)
+            rows = tables[CHUNKS] | "Chunk rows" >> beam.ParDo(_ChunkRows())
             if REUSED_CHUNK_ROWS in tables:  # incremental: rows copied from the last run
                 rows = (rows, tables[REUSED_CHUNK_ROWS]) | "New and reused" >> beam.Flatten()
             written.append(
@@ -75,4 +92,8 @@ class WriteShards(beam.PTransform):
             | "Reject rows" >> beam.Map(reject_row)
             | "Rejects table" >> WriteTable(self.output, REJECTS, REJECT_SCHEMA)
         )
+        if self.write_chunks:  # an --estimate changes nothing
+            written.append(
+                tables[CHANGES] | "Changes table" >> WriteTable(self.output, CHANGES, CHANGE_SCHEMA)
+            )
         return tuple(written) | "All written files" >> beam.Flatten()

@@ -5,10 +5,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from pipelines.output_lock import LOCK_NAME
+from pipelines.output_lock import lock_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,7 +38,7 @@ def test_ctrl_c_prints_one_line(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    lock = out / LOCK_NAME
+    lock = Path(lock_path(str(out)))
     deadline = time.monotonic() + 90
     while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)  # until the run holds its output: the pipeline is about to run

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.chunk_corpus import run
-from pipelines.output_lock import LOCK_NAME, OutputLock, OutputLocked
+from pipelines.output_lock import OutputLock, OutputLocked, lock_path
 from tests.tables import manifest, report, rows
 from transforms.accounting import file_inventory
 
@@ -44,7 +44,8 @@ def test_the_manifest_lists_every_file_with_its_size_and_hash(corpus, tmp_path):
     assert set(files) == on_disk
     assert {"cost_report.json", "cost_report.md"} <= set(files)
     assert files == file_inventory(out, [os.path.join(out, name) for name in files])
-    assert not [n for n in os.listdir(out) if ".tmp-" in n or n == LOCK_NAME]
+    assert not [n for n in os.listdir(out) if ".tmp-" in n]
+    assert not os.path.exists(lock_path(out))
 
 
 def test_a_second_run_into_a_locked_output_is_refused(corpus, tmp_path):
@@ -72,7 +73,7 @@ def test_a_second_run_into_a_locked_output_is_refused(corpus, tmp_path):
     # Its holder is gone: the next run takes the lock over and completes.
     run([*flags(corpus), "--output", out])
     assert report(out)["documents_chunked"] == 2
-    assert not os.path.exists(os.path.join(out, LOCK_NAME))
+    assert not os.path.exists(lock_path(out))
 
 
 def test_the_lock_is_exclusive_within_one_process_too(tmp_path):

@@ -123,7 +123,10 @@ def test_documents_in_equal_chunked_plus_rejected(demo):
     assert r["balanced"] is True
     assert r["chunks"] == len(rows(demo, "chunks"))
     assert r["embedded_tokens"] == sum(c["embed_tokens"] for c in rows(demo, "chunks"))
-    assert r["cost_usd"] == pytest.approx(r["embedded_tokens"] * 0.02 / 1e6)
+    # the bill is what the model read: identical texts were embedded once
+    assert r["model_read_tokens"] == r["embedded_tokens"] - r["deduplicated_embedded_tokens"]
+    assert r["cost_usd"] == pytest.approx(r["model_read_tokens"] * 0.02 / 1e6)
+    assert r["saved_usd"] == pytest.approx(r["deduplicated_embedded_tokens"] * 0.02 / 1e6)
     assert set(r["by_doc_type"]) == {"code", "html", "markdown", "text"}
 
 
@@ -162,9 +165,12 @@ def test_estimate_agrees_with_the_real_run(demo, inputs, tmp_path):
         "document_tokens",
         "embedded_tokens",
         "header_tokens",
-        "cost_usd",
     ):
         assert projected[key] == real[key], key
+    # The estimate prices every token it would embed; the run itself embeds each distinct text
+    # once, so it costs no more.
+    assert projected["cost_usd"] == pytest.approx(real["embedded_tokens"] * 0.02 / 1e6)
+    assert real["cost_usd"] <= projected["cost_usd"]
     assert not os.path.exists(os.path.join(est, "chunks"))
 
 
