@@ -7,8 +7,9 @@ targets of issue 13: the rebuild embeds at most 2% of the full build's tokens an
 
 Documents: the HTML, Markdown and Python files of the Debian documentation packages that
 `make eval` unpacks (PostgreSQL's manual, SQLite's, Node.js's API, python3-requests), under
-`--source` (default .cache/eval/unpacked), in a fixed shuffled order; at least 2,000 of them
-by default. The documents are copied into a scratch corpus, so the cache is never changed.
+`--source` (default .cache/eval/unpacked, which `python -m eval.fetch` fills: 2,000 HTML
+pages and 100 more), in a fixed shuffled order; 2,000 of them by default. The documents are
+copied into a scratch corpus, so the cache is never changed.
 
     python -m bench.nightly                       # 2,000 documents
     python -m bench.nightly --docs 300 --json_out out/nightly.json
@@ -104,7 +105,13 @@ def build(corpus: str, output: str, previous: str | None, flags: Sequence[str]) 
     chunks = report["chunks"] + report.get("chunks_reused", 0)
     detail = ", ".join(
         f"{k} {report[k]}"
-        for k in ("documents_in", "documents_unchanged", "documents_removed", "chunks_reused")
+        for k in (
+            "documents_in",
+            "documents_unchanged",
+            "documents_removed",
+            "chunks_reused",
+            "model_read_tokens",
+        )
         if k in report
     )
     return Step(
@@ -167,9 +174,15 @@ def main(argv: list[str] | None = None) -> None:
     steps = [build(corpus, os.path.join(work, "night1"), None, args.job_flag)]
     # documents spread evenly over the corpus edited, others between them removed, and the
     # held-back ones added
-    edited = [docs[i * len(docs) // edited_n] for i in range(edited_n)]
-    removed = [docs[(2 * i + 1) * len(docs) // (2 * removed_n)] for i in range(removed_n)]
-    removed = [p for p in removed if p not in edited]
+    edited_at = {i * len(docs) // edited_n for i in range(edited_n)}
+    removed_at: list[int] = []
+    for i in range(removed_n):
+        j = (2 * i + 1) * len(docs) // (2 * removed_n)
+        while j in edited_at or j in removed_at:
+            j += 1
+        removed_at.append(j)
+    edited = [docs[i] for i in sorted(edited_at)]
+    removed = [docs[i] for i in removed_at]
     for path in edited:
         edit_document(path)
     for path in removed:
