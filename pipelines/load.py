@@ -127,7 +127,10 @@ def _summary_of(result: PipelineResult) -> dict[str, int]:
 
 def run(argv: list[str] | None = None) -> PipelineResult | None:
     """Load DIR into --to; None when the store already holds DIR's run (nothing to do)."""
+    from pipelines.chunk_corpus import check_runner
+
     args, beam_args = parse(sys.argv[1:] if argv is None else argv)
+    check_runner(PipelineOptions(beam_args))  # the DaskRunner drops BatchElements' batches
     started = time.time()
     loaded = open_run(args.dir)
     spec = StoreSpec(args.to, args.table)
@@ -158,8 +161,7 @@ def run(argv: list[str] | None = None) -> PipelineResult | None:
 def _run_pipeline(
     loaded: RunToLoad, spec: StoreSpec, mode: str, batch_size: int, beam_args: list[str]
 ) -> PipelineResult:
-    options = PipelineOptions(beam_args)
-    pipeline = beam.Pipeline(options=options)
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     _ = pipeline | "Load chunks" >> LoadChunks(loaded, spec, mode, batch_size)
     result = pipeline.run()
     result.wait_until_finish()

@@ -118,6 +118,11 @@ def test_load_is_a_subcommand_of_corpus_chunker(capsys) -> None:
     assert "corpus-chunker load DIR --to URI" in capsys.readouterr().out
 
 
+def test_the_dask_runner_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--runner=daskrunner is refused"):
+        load.run([str(tmp_path), "--to", f"lancedb://{tmp_path}/db", "--runner=DaskRunner"])
+
+
 def test_main_reports_errors_naming_the_folder(tmp_path: Path, capsys) -> None:
     assert load.main([str(tmp_path / "nope"), "--to", f"lancedb://{tmp_path}/db"]) == 2
     assert f"{tmp_path / 'nope'} has no run_manifest.json" in capsys.readouterr().err
