@@ -432,6 +432,7 @@ def _run_with_progress(
 SUBCOMMANDS = {
     "evaluate": "pipelines.evaluate:main",
     "inspect": "pipelines.inspect:main",
+    "load": "pipelines.load:main",
 }
 
 

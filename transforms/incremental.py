@@ -93,16 +93,22 @@ def load_previous_run(output: str) -> PreviousRun:
     )
 
 
-def verified_shards(output: str, files: dict[str, dict]) -> dict[str, tuple[str, ...]]:
+def verified_shards(
+    output: str,
+    files: dict[str, dict],
+    what: str = "--previous_output",
+    advice: str = "rebuild without --previous_output",
+) -> dict[str, tuple[str, ...]]:
     """The table shards `files` (a manifest's file list) names, each checked to be the file
-    that run wrote (size and sha256); a shard added since is ignored, with a warning."""
+    that run wrote (size and sha256); a shard added since is ignored, with a warning. `what`
+    names the run folder in messages and `advice` says what to do about a changed shard."""
     listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
     found = file_inventory(output, [FileSystems.join(output, name) for name in listed])
     for name, entry in listed.items():
         if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
             raise ValueError(
-                f"--previous_output {output}: {name} is not the file that run wrote (its size "
-                "or sha256 differs from the manifest's); rebuild without --previous_output"
+                f"{what} {output}: {name} is not the file that run wrote (its size "
+                f"or sha256 differs from the manifest's); {advice}"
             )
     shards: dict[str, list[str]] = {}
     for name in sorted(listed):
@@ -116,7 +122,8 @@ def verified_shards(output: str, files: dict[str, dict]) -> dict[str, tuple[str,
         ]
         if extra:
             logging.warning(
-                "--previous_output %s: %d files in %s/ that the run did not write are ignored (%s)",
+                "%s %s: %d files in %s/ that the run did not write are ignored (%s)",
+                what,
                 output,
                 len(extra),
                 table,

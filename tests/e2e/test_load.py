@@ -1,0 +1,105 @@
+"""The nightly recipe end to end: the real job builds a run and rebuilds it against the first
+(an edit, an addition, a deletion); `load` puts each into PostgreSQL and LanceDB, which then
+hold exactly the rebuild's chunks."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines import load
+from pipelines.chunk_corpus import run
+from tests.load_runs import assert_holds_exactly, held
+from tests.tables import manifest, rows
+from transforms.stores import StoreSpec
+from transforms.stores.base import LoadState
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Night 1, and night 2 rebuilt from it with b.txt edited, c.py deleted, d.txt added."""
+    root = tmp_path_factory.mktemp("nightly")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Alpha\n\nThe first document, in Markdown. " * 12)
+    (corpus / "b.txt").write_text("Second document, plain prose about databases. " * 30)
+    (corpus / "c.py").write_text("def f(x):\n    return x + 1\n\n\nclass C:\n    pass\n")
+    flags = ["--input", str(corpus / "*"), "--boilerplate=off", "--parent_chunk_size=200"]
+    night1 = str(root / "night1")
+    run([*flags, "--output", night1])
+    (corpus / "b.txt").write_text(
+        "Second document, plain prose about databases. " * 15
+        + "An edited sentence in the middle. "
+        + "Second document, plain prose about databases. " * 15
+    )
+    (corpus / "c.py").unlink()
+    (corpus / "d.txt").write_text("A new document arrives tonight. " * 10)
+    night2 = str(root / "night2")
+    run([*flags, "--output", night2, "--previous_output", night1])
+    return night1, night2
+
+
+def _load(run_dir: str, spec: StoreSpec, *flags: str) -> None:
+    load.run([run_dir, "--to", spec.uri, "--batch_size=3", *flags])
+
+
+def _state(spec: StoreSpec) -> LoadState:
+    store = spec.open()
+    try:
+        return store.state()
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_rebuild_loads_incrementally_to_exactly_its_chunks(
+    nights: tuple[str, str], store: StoreSpec, capsys
+) -> None:
+    night1, night2 = nights
+    assert manifest(night2)["previous_run_id"] == manifest(night1)["run_id"]
+    _load(night1, store)
+    assert "mode full" in capsys.readouterr().out
+    assert_holds_exactly(store, rows(night1, "chunks"))
+
+    _load(night2, store)
+    changes = rows(night2, "changes")
+    added = {i for c in changes for i in c["chunks_added"]}
+    removed = {i for c in changes for i in c["chunks_removed"]}
+    out = capsys.readouterr().out
+    # only what changes/ lists is written and deleted
+    assert f"upserted {len(added)}, deleted {len(removed - added)}, mode incremental" in out
+    chunks2 = rows(night2, "chunks")
+    assert 0 < len(added) < len(chunks2)
+    assert_holds_exactly(store, chunks2)
+    assert any(c["is_parent"] for c in chunks2)  # parents are there, without a vector
+    gone = {c["chunk_id"] for c in rows(night1, "chunks")} - {c["chunk_id"] for c in chunks2}
+    assert gone and not gone & set(held(store))
+    assert _state(store) == LoadState(manifest(night2)["run_id"], None)
+
+    before = held(store)
+    _load(night2, store)  # the same run again: nothing to do
+    assert "upserted 0, deleted 0, mode current" in capsys.readouterr().out
+    assert held(store).keys() == before.keys()
+    assert_holds_exactly(store, chunks2)
+
+
+@pytest.mark.slow
+def test_an_incremental_load_that_dies_midway_converges_when_rerun(
+    nights: tuple[str, str], store: StoreSpec, monkeypatch
+) -> None:
+    night1, night2 = nights
+    _load(night1, store)
+    store_class = type(store.open())
+    upsert = store_class.upsert
+
+    def upsert_then_die(self, rows):
+        upsert(self, rows)
+        raise RuntimeError("killed after its first batch")
+
+    monkeypatch.setattr(store_class, "upsert", upsert_then_die)
+    with pytest.raises(Exception, match="killed after its first batch"):
+        _load(night2, store)
+    assert _state(store) == LoadState(manifest(night1)["run_id"], manifest(night2)["run_id"])
+    assert {c["chunk_id"] for c in rows(night1, "chunks")} <= set(held(store))  # no deletes
+    monkeypatch.setattr(store_class, "upsert", upsert)
+    _load(night2, store)
+    assert_holds_exactly(store, rows(night2, "chunks"))
