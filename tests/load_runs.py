@@ -15,6 +15,7 @@ from schemas.arrow import chunk_schema
 from schemas.columns import CHANGES, CHUNKS, schema
 from transforms.accounting import file_inventory
 from transforms.stores import StoreSpec
+from transforms.stores.base import LoadState
 
 DIM = 4
 
@@ -143,3 +144,12 @@ def assert_holds_exactly(spec: StoreSpec, chunks: Sequence[dict]) -> None:
             assert row["embedding"] is None
         else:
             assert np.allclose(row["embedding"], c["embedding"], atol=1e-6)
+
+
+def store_state(spec: StoreSpec) -> LoadState:
+    """What the store records of the runs loaded into it."""
+    store = spec.open()
+    try:
+        return store.state()
+    finally:
+        store.close()

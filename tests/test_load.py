@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import load
-from tests.load_runs import assert_holds_exactly, change, chunk, held, write_run
+from tests.load_runs import assert_holds_exactly, change, chunk, held, store_state, write_run
 from transforms.load import CURRENT, FULL, INCREMENTAL, RunToLoad, choose_mode, open_run
 from transforms.stores import StoreSpec
 from transforms.stores.base import STORE_COLUMNS, LoadState, check_table_name, store_schema
@@ -168,14 +168,6 @@ def _load(run_dir: str, spec: StoreSpec, *flags: str) -> None:
     load.run([run_dir, "--to", spec.uri, "--table", spec.table, "--batch_size=2", *flags])
 
 
-def _state(spec: StoreSpec) -> LoadState:
-    store = spec.open()
-    try:
-        return store.state()
-    finally:
-        store.close()
-
-
 @pytest.mark.slow
 def test_full_then_incremental_load_hold_exactly_the_run(
     store: StoreSpec, tmp_path: Path, capsys
@@ -185,14 +177,14 @@ def test_full_then_incremental_load_hold_exactly_the_run(
     assert "upserted 7, deleted 0, mode full" in capsys.readouterr().out
     assert_holds_exactly(store, RUN_A)
     assert held(store)[RUN_A[2]["chunk_id"]]["embedding"] is None  # the parent: no vector
-    assert _state(store) == LoadState("run-a", None)
+    assert store_state(store) == LoadState("run-a", None)
 
     run_b, chunks_b = _rebuild(tmp_path)
     _load(run_b, store)
     # only changes/' added chunks are written, and its removed ones deleted
     assert "upserted 3, deleted 3, mode incremental" in capsys.readouterr().out
     assert_holds_exactly(store, chunks_b)
-    assert _state(store) == LoadState("run-b", None)
+    assert store_state(store) == LoadState("run-b", None)
     rows = held(store)
     assert rows[RUN_A[0]["chunk_id"]]["run_id"] == "run-a"  # untouched
     assert rows[chunks_b[4]["chunk_id"]]["run_id"] == "run-b"
@@ -219,7 +211,7 @@ def test_loading_the_same_run_again_changes_nothing(
                 assert (after[chunk_id][name] == row[name]).all()
             else:
                 assert after[chunk_id][name] == row[name], name
-    assert _state(store) == LoadState("run-a", None)
+    assert store_state(store) == LoadState("run-a", None)
     # PostgreSQL: an upsert of an identical row writes nothing (no new row version)
     assert _row_versions(store) == versions
 
@@ -291,11 +283,11 @@ def test_a_load_that_dies_midway_is_redone_by_a_rerun(
         _load(run_b, store, *flags)
     half = held(store)
     assert set(c["chunk_id"] for c in RUN_A) <= set(half)  # no delete ran
-    assert _state(store) == LoadState("run-a", "run-b")
+    assert store_state(store) == LoadState("run-a", "run-b")
     monkeypatch.setattr(store_class, "upsert", upsert)
     _load(run_b, store)  # without --full: the half-done load of run-b is redone
     assert_holds_exactly(store, chunks_b)
-    assert _state(store) == LoadState("run-b", None)
+    assert store_state(store) == LoadState("run-b", None)
 
 
 @pytest.mark.slow
@@ -394,10 +386,10 @@ def test_a_load_killed_midway_converges_when_rerun(store: StoreSpec, tmp_path: P
     assert proc.returncode == -signal.SIGKILL
     assert 10 <= _rows_of_run(store, "run-b") < len(many)  # killed midway
     assert RUN_A[5]["chunk_id"] in held(store)  # deletes had not begun
-    assert _state(store) == LoadState("run-a", "run-b")
+    assert store_state(store) == LoadState("run-a", "run-b")
     _load(run_b, store)
     assert_holds_exactly(store, chunks_b)
-    assert _state(store) == LoadState("run-b", None)
+    assert store_state(store) == LoadState("run-b", None)
 
 
 @pytest.mark.slow

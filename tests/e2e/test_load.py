@@ -8,7 +8,7 @@ import pytest
 
 from pipelines import load
 from pipelines.chunk_corpus import run
-from tests.load_runs import assert_holds_exactly, held
+from tests.load_runs import assert_holds_exactly, held, store_state
 from tests.tables import manifest, rows
 from transforms.stores import StoreSpec
 from transforms.stores.base import LoadState
@@ -42,14 +42,6 @@ def _load(run_dir: str, spec: StoreSpec, *flags: str) -> None:
     load.run([run_dir, "--to", spec.uri, "--batch_size=3", *flags])
 
 
-def _state(spec: StoreSpec) -> LoadState:
-    store = spec.open()
-    try:
-        return store.state()
-    finally:
-        store.close()
-
-
 @pytest.mark.slow
 def test_a_rebuild_loads_incrementally_to_exactly_its_chunks(
     nights: tuple[str, str], store: StoreSpec, capsys
@@ -73,7 +65,7 @@ def test_a_rebuild_loads_incrementally_to_exactly_its_chunks(
     assert any(c["is_parent"] for c in chunks2)  # parents are there, without a vector
     gone = {c["chunk_id"] for c in rows(night1, "chunks")} - {c["chunk_id"] for c in chunks2}
     assert gone and not gone & set(held(store))
-    assert _state(store) == LoadState(manifest(night2)["run_id"], None)
+    assert store_state(store) == LoadState(manifest(night2)["run_id"], None)
 
     before = held(store)
     _load(night2, store)  # the same run again: nothing to do
@@ -98,7 +90,7 @@ def test_an_incremental_load_that_dies_midway_converges_when_rerun(
     monkeypatch.setattr(store_class, "upsert", upsert_then_die)
     with pytest.raises(Exception, match="killed after its first batch"):
         _load(night2, store)
-    assert _state(store) == LoadState(manifest(night1)["run_id"], manifest(night2)["run_id"])
+    assert store_state(store) == LoadState(manifest(night1)["run_id"], manifest(night2)["run_id"])
     assert {c["chunk_id"] for c in rows(night1, "chunks")} <= set(held(store))  # no deletes
     monkeypatch.setattr(store_class, "upsert", upsert)
     _load(night2, store)
