@@ -402,6 +402,37 @@ def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):
         )
 
 
+def test_the_time_limit_counts_the_extraction_not_the_start_of_its_process(tmp_path):
+    # A new extraction process takes seconds to start (an interpreter importing Beam and
+    # trafilatura); a limit that counted its start rejected the first page, and the page after
+    # every timeout, on a busy machine. Here the start is longer than the limit; two small
+    # pages, the second after a timeout (a fresh process again), are extracted.
+    slow = "<html><body>" + "<div><p>para graph text here</p></div>" * 40000 + "</body></html>"
+    small = "<html><head><title>T</title></head><body><p>A short page of text.</p></body></html>"
+    paths = [
+        _write(tmp_path, "a_small.html", small.encode()),
+        _write(tmp_path, "b_slow.html", slow.encode()),
+        _write(tmp_path, "c_small.html", small.encode()),
+    ]
+    from transforms.extract import _ExtractFn
+
+    fn = _ExtractFn(timeout_s=0.4)
+    fn.setup()
+    try:
+        outcomes = []
+        for path in paths:
+            with open(path, "rb") as f:
+                raw = RawDocument(source=path, doc_id=path, data=f.read())
+            try:
+                extract_document(raw, fn._html)
+                outcomes.append("extracted")
+            except ExtractError as e:
+                outcomes.append(e.reason)
+    finally:
+        fn.teardown()
+    assert outcomes == ["extracted", "extract_timeout", "extracted"]
+
+
 def test_reject_record_fields():
     r = Reject("s", "extract", "binary", "NUL bytes", "doc")
     assert (r.chunk_id, r.doc_id) == (None, "doc")

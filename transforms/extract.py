@@ -245,6 +245,16 @@ def _html_to_markdown(html: str):
         raise ExtractError("too_deep", str(e)) from None
 
 
+CHILD_START_TIMEOUT_S = 300.0
+
+
+def _child_ready() -> bool:
+    """Run in the extraction child once it starts: what extraction imports is imported."""
+    import transforms.html  # noqa: F401
+
+    return True
+
+
 class _ExtractFn(beam.DoFn):
     """Runs the pure core; HTML goes to a child process that is killed past the time limit."""
 
@@ -261,9 +271,24 @@ class _ExtractFn(beam.DoFn):
     def _pool_or_new(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = concurrent.futures.ProcessPoolExecutor(
+            pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=1, mp_context=ctx, initializer=_restrict_environment
             )
+            # The child's start (a new interpreter importing Beam and trafilatura: 2.5 s here,
+            # far more on a loaded machine) is waited for apart from the time limit, which is
+            # the extraction's alone: counted in it, the document after each timeout (the
+            # child is then started again) timed out too, and a busy night rejected pages that
+            # the night before had chunked.
+            try:
+                pool.submit(_child_ready).result(timeout=CHILD_START_TIMEOUT_S)
+            except Exception as e:
+                for proc in list(getattr(pool, "_processes", {}).values()):
+                    proc.kill()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise ExtractError(
+                    "extract_failed", f"the extraction process did not start: {e!r}"
+                ) from None
+            self._pool = pool
         return self._pool
 
     def _kill_pool(self) -> None:
