@@ -106,9 +106,10 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     )
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
+    title = page_title(tree, meta.title)
     return HtmlExtraction(
         text=definition_terms_inline(text or "").strip(),
-        title=meta.title or None,
+        title=title,
         url=meta.url or None,
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
@@ -124,6 +125,35 @@ _DEFINITION_TERM = re.compile(r"^- \n(?=[^\s-])", re.MULTILINE)
 def definition_terms_inline(markdown: str) -> str:
     """trafilatura's "- " + newline + term, as the list item "- term" it stands for."""
     return _DEFINITION_TERM.sub("- ", markdown)
+
+
+_TITLE_XPATH = XPath("(//head/title)[1]")
+_H1_XPATH = XPath("(//h1)[1]")
+
+
+def _plain(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def page_title(tree: HtmlElement, guess: str | None) -> str | None:
+    """trafilatura's title, unless the page's own `<title>` contradicts it.
+
+    trafilatura takes an element with a title-like class as the title: PostgreSQL's reference
+    pages with an admonition were titled "Note" or "Tip" (`<h3 class="title">Note</h3>`),
+    libxslt's by a site-wide banner, Underscore.js's by a download link. Its guess stands when
+    it is part of the page's `<title>` (Sphinx adds " — Python 3.11 documentation" there) or is
+    the page's first `<h1>`; otherwise the page's `<title>` does.
+    """
+    guess = _plain(guess)
+    titles = _TITLE_XPATH(tree)
+    own = _plain(titles[0].text_content()) if titles else ""
+    if not own or not guess:
+        return guess or own or None
+    h1 = _H1_XPATH(tree)
+    first_h1 = _plain(h1[0].text_content()) if h1 else ""
+    if guess.casefold() in own.casefold() or guess.casefold() == first_h1.casefold():
+        return guess
+    return own
 
 
 class HtmlTooDeep(ValueError):
