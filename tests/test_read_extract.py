@@ -404,3 +404,11 @@ def test_html_over_the_time_limit_is_rejected_not_stalled(tmp_path):
 def test_reject_record_fields():
     r = Reject("s", "extract", "binary", "NUL bytes", "doc")
     assert (r.chunk_id, r.doc_id) == (None, "doc")
+
+
+def test_markdown_loses_its_html_comment_blocks():
+    raw = RawDocument("/x/page.md", "d", b"# T\n\n<!-- YAML\nadded: v0.1.25\n-->\n\nBody.\n")
+    doc = extract_document(raw, html_to_markdown)
+    assert doc.text == "# T\n\nBody.\n" and doc.title == "T"
+    with pytest.raises(ExtractError):
+        extract_document(RawDocument("/x/only.md", "e", b"<!-- nothing -->\n"), html_to_markdown)

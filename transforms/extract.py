@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
 from transforms import progress
+from transforms.chunking.markdown import without_html_comments
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import detect, is_binary
 
@@ -189,6 +190,9 @@ def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Documen
         if not text.strip():
             raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     elif doc_type == "markdown":
+        text = without_html_comments(text)
+        if not text.strip():
+            raise ExtractError("empty_after_extraction", "nothing but HTML comments")
         title = title or first_heading(text)
     elif doc_type == "code":
         title = title or raw.source.split("#", 1)[0].rsplit("/", 1)[-1]

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.chunking.base import ChunkSpan
-from transforms.chunking.markdown import MarkdownChunker, front_matter_end, markdown_sections
+from transforms.chunking.markdown import (
+    MarkdownChunker,
+    front_matter_end,
+    markdown_sections,
+    without_html_comments,
+)
 from transforms.chunking.recursive import RecursiveChunker
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "markdown"
@@ -366,3 +371,30 @@ def test_found_by_hypothesis(cl100k, text: str, size: int) -> None:
     check_invariants(cl100k, text, chunker.chunk(text), size)
     doc = cl100k.tokenize(text)
     assert all(doc.count(s.start, s.end) <= size for s in chunker.split(doc))
+
+
+# --- HTML comments ------------------------------------------------------------------------------
+
+
+def test_html_comment_blocks_of_a_real_api_page_are_removed() -> None:
+    # Node.js's path.md: each method's history in a `<!-- YAML ... -->` block
+    text = (SAMPLES / "node-path.md").read_text(encoding="utf-8")
+    assert text.count("<!-- YAML") == 15
+    out = without_html_comments(text)
+    assert "<!--" not in out and "added: v0.1.25" not in out
+    assert "## `path.basename(path[, suffix])`\n\n* `path` {string}" in out
+    # everything else is kept, byte for byte
+    assert out.count("```") == text.count("```")
+    assert [s.path for s in markdown_sections(out)] == [s.path for s in markdown_sections(text)]
+
+
+def test_only_blocks_that_are_comments_and_nothing_else_go() -> None:
+    text = (
+        "a\n\n<!-- x -->\n\nb\n\n```\n<!-- in code -->\n\n\n```\n\n"
+        "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n<!-- one --><!-- two -->\n"
+    )
+    assert without_html_comments(text) == (
+        "a\n\nb\n\n```\n<!-- in code -->\n\n\n```\n\n"
+        "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n"
+    )
+    assert without_html_comments("no comment\n") == "no comment\n"
