@@ -90,6 +90,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
 
@@ -205,6 +206,27 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
     """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
+
+
+def _preformatted_as_code(tree: HtmlElement) -> None:
+    r"""Make every ``<pre>`` one that trafilatura writes as a fenced code block.
+
+    trafilatura fences a ``<pre>`` only when it looks like code to it (one ``<span>`` child,
+    highlight.js spans, or "{", "('" or a four-space indent in its text); any other is written
+    as plain lines, so a line that starts with "#" became a heading (``#  include <fcntl.h>``
+    on zlib's how-to page, whose listings are ``<pre><b>``) and PostgreSQL's synopses became
+    paragraphs of escaped Markdown (``DROP TABLE \[ IF EXISTS \] *`name`*``). The text of
+    each ``<pre>`` is put in one ``<span>``, the first of those rules; its inline markup goes
+    (a code block has none).
+    """
+    for pre in list(tree.iter("pre")):
+        text = pre.text_content()
+        for child in list(pre):
+            pre.remove(child)  # lxml's remove keeps a child's tail with the child: text had it
+        pre.text = None
+        span = pre.makeelement("span", {})
+        span.text = text
+        pre.append(span)
 
 
 def _wrap_body_in_main(tree: HtmlElement) -> bool:
