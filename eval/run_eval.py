@@ -43,10 +43,12 @@ JOB_CONFIGS = {
         "--context=none",
     ],
     "parent-768": ["--parent_chunk_size=768"],
+    # prose only: a code unit is not made of sentences
+    "sentence-window": [f"--strategy_{t}=sentence_window" for t in ("html", "markdown", "text")],
 }
 LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
 ORDER = ["default", "context-none", "fixed-512-15pct", "langchain-256", "langchain-512",
-         "parent-768"]  # fmt: skip
+         "parent-768", "sentence-window"]  # fmt: skip
 
 
 def _run(command: list[str], log: str) -> float:

@@ -346,7 +346,7 @@ class JobConfig:
         """The fixed size of chunks/' embedding column, or None for a plain list: parents are
         not embedded, and pyarrow < 26 cannot read back a null in a fixed-size list column
         (apache/arrow#35692), so with parents the column is a plain list."""
-        return None if self.chunking.parent_chunk_size else self.embedding.dimension
+        return None if self.chunking.emits_parents else self.embedding.dimension
 
     @property
     def embeds(self) -> bool:
