@@ -109,7 +109,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     title = page_title(tree, meta.title)
     return HtmlExtraction(
-        text=definition_terms_inline(text or "").strip(),
+        text=title_heading_above_sections(definition_terms_inline(text or "").strip(), title),
         title=title,
         url=meta.url or None,
         date=meta.date or None,
@@ -155,6 +155,36 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
     if guess.casefold() in own.casefold() or guess.casefold() == first_h1.casefold():
         return guess
     return own
+
+
+def title_heading_above_sections(markdown: str, title: str | None) -> str:
+    """The page's title heading one level above its sections when the page put it at theirs.
+
+    DocBook reference pages (PostgreSQL's `<h2>DROP TABLE</h2>` followed by `<h2>Synopsis</h2>`,
+    `<h2>Description</h2>`) give the title the level of the sections it heads: read as written,
+    the sections are its siblings, not its parts, and no two of them share a path. When the
+    first heading is the title, no later heading is above it and some are at its level, it
+    becomes one level higher (``## DROP TABLE`` -> ``# DROP TABLE``).
+    """
+    if not title:
+        return markdown
+    from transforms.chunking.markdown import headings  # markdown-it, as the chunker reads it
+
+    found = headings(markdown)
+    if len(found) < 2:
+        return markdown
+    line, level, text = found[0]
+    if level < 2 or _plain(text).casefold() != _plain(title).casefold():
+        return markdown
+    later = [lv for _, lv, _ in found[1:]]
+    if min(later) < level or level not in later:
+        return markdown
+    lines = markdown.split("\n")
+    marker = "#" * level
+    if not lines[line].startswith(marker + " "):
+        return markdown  # not an ATX heading (trafilatura writes no other)
+    lines[line] = lines[line][1:]
+    return "\n".join(lines)
 
 
 class HtmlTooDeep(ValueError):

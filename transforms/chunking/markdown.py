@@ -90,6 +90,17 @@ def _heading_text(source: str, env: dict) -> str:
     return plain or " ".join(source.split())
 
 
+def headings(text: str) -> list[tuple[int, int, str]]:
+    """(line number, level, plain text) of every heading of `text`, in order."""
+    env: dict = {}
+    tokens = _parser().parse(text, env)
+    return [
+        (tok.map[0], int(tok.tag[1:]), _heading_text(tokens[i + 1].content, env))
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.map is not None
+    ]
+
+
 _COMMENTS = re.compile(r"(?:\s*<!--(?:(?!-->).)*-->)+\s*", re.DOTALL)
 _BLANK_LINES = re.compile(r"(?:[ \t]*(?:\r\n|\r|\n))+")
 
