@@ -90,6 +90,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _drop_navigation_lines(tree)
     _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
@@ -236,6 +237,39 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
     """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
+
+
+_NAVIGATION_LINKS_XPATH = XPath(
+    "//a[@rel='next' or @rel='prev' or @rel='previous' or @rel='up' or @rel='index']"
+)
+_NAVIGATION_BLOCKS = frozenset({"p", "div", "td", "nav", "header", "footer", "li"})
+# What a navigation line holds besides its links: "Next: ..., Previous: ..., Up: ... [Index]"
+_NAVIGATION_WORDS = re.compile(
+    r"[\s,;:|\[\]()]*(?:(?:next|previous|prev|up|top|contents|index)\b[\s,;:|\[\]()]*)*",
+    re.IGNORECASE,
+)
+
+
+def _drop_navigation_lines(tree: HtmlElement) -> None:
+    """Remove the blocks that hold nothing but links to the next, previous and parent page.
+
+    Texinfo's HTML (makeinfo, texi2any) heads and ends every node with one such line, "Next:
+    Thread Safety, Previous: The Closure API, Up: Using libffi [Index]", in a plain
+    ``<div class="header"><p>``: trafilatura kept it as the first line of the page (issue
+    11, section 3). A block goes when its links include one with ``rel`` next, prev or up
+    and its other text is only those words and punctuation.
+    """
+    for link in _NAVIGATION_LINKS_XPATH(tree):
+        block = link.getparent()
+        while block is not None and block.tag not in _NAVIGATION_BLOCKS:
+            block = block.getparent()
+        if block is None or block.getparent() is None:
+            continue  # no block, or one already removed with an earlier link
+        rest = block.text_content()
+        for anchor in block.iter("a"):
+            rest = rest.replace(anchor.text_content(), " ", 1)
+        if _NAVIGATION_WORDS.fullmatch(rest):
+            block.drop_tree()
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:
