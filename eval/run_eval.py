@@ -1,11 +1,14 @@
 """`make eval`: fetch the development corpora, run every configuration, score them side by side.
 
-    python -m eval.run_eval [--cache .cache/eval] [--only NAME ...] [--reuse]
+    python -m eval.run_eval [--cache .cache/eval] [--runs DIR] [--no_fetch] [--only NAME ...]
+                            [--reuse]
 
 Steps: eval.fetch (pinned Debian packages, sha256 checked), eval.verify_answers (every answer
 is a passage of its document), the job once per configuration below, the LangChain baselines
 over the default run's extracted documents, then `corpus-chunker evaluate` on all of them.
-The table goes to stdout and CACHE/results.md, the numbers to CACHE/results.json.
+The table goes to stdout and CACHE/results.md, the numbers to CACHE/results.json; with
+--runs DIR the runs, the table and the numbers go to DIR instead (worktrees sharing one fetched
+corpus, with --no_fetch, keep their runs apart).
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ JOB_CONFIGS = {
         "--context=none",
     ],
     "parent-768": ["--parent_chunk_size=768"],
+    # prose only: a code unit is not made of sentences
+    "sentence-window": [f"--strategy_{t}=sentence_window" for t in ("html", "markdown", "text")],
 }
 LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
 ORDER = ["default", "context-none", "fixed-512-15pct", "langchain-256", "langchain-512",
-         "parent-768"]  # fmt: skip
+         "parent-768", "sentence-window"]  # fmt: skip
 
 
 def _run(command: list[str], log: str) -> float:
@@ -86,27 +91,38 @@ def main() -> None:
     parser.add_argument("--cache", default=".cache/eval", help="cache folder")
     parser.add_argument("--only", nargs="+", default=None, choices=ORDER, help="configurations")
     parser.add_argument("--reuse", action="store_true", help="keep finished runs of same flags")
+    parser.add_argument("--runs", default=None, help="folder of the runs (default CACHE/runs)")
+    parser.add_argument(
+        "--no_fetch",
+        action="store_true",
+        help="use CACHE/corpus as fetched before (CACHE/SOURCES.json) instead of unpacking again",
+    )
     args = parser.parse_args()
     cache = os.path.abspath(args.cache)
     names = args.only or ORDER
     started = time.time()
 
-    sources = fetch(cache)
+    if args.no_fetch:
+        with open(os.path.join(cache, "SOURCES.json"), encoding="utf-8") as f:
+            sources = json.load(f)
+    else:
+        sources = fetch(cache)
     corpus = os.path.join(cache, "corpus")
     problems = check(QUESTIONS, corpus)
     if problems:
         raise SystemExit(
             "eval: answers that are not passages of their documents:\n" + "\n".join(problems)
         )
-    questions = os.path.join(cache, "questions.jsonl")
+    runs_dir = os.path.abspath(args.runs) if args.runs else os.path.join(cache, "runs")
+    out_dir = runs_dir if args.runs else cache  # results and the merged question file
+    os.makedirs(runs_dir, exist_ok=True)
+    questions = os.path.join(out_dir, "questions.jsonl")
     with open(questions, "w", encoding="utf-8") as out:
         for path in QUESTIONS:
             with open(path, encoding="utf-8") as f:
                 out.write(f.read())
 
     python = sys.executable
-    runs_dir = os.path.join(cache, "runs")
-    os.makedirs(runs_dir, exist_ok=True)
     seconds: dict[str, float] = {}
     commands: dict[str, str] = {}
     needed = [n for n in names if n in JOB_CONFIGS]
@@ -136,12 +152,12 @@ def main() -> None:
     evaluation["total_seconds"] = time.time() - started
     table = markdown_table(evaluation)
     date = datetime.date.today().isoformat()
-    with open(os.path.join(cache, "results.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(evaluation, f, indent=2)
-    with open(os.path.join(cache, "results.md"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
         f.write(f"`make eval`, {date}, {evaluation['n_questions']} questions\n\n{table}\n")
     print(table)
-    print(f"\nmake eval: {evaluation['total_seconds'] / 60:.1f} min; {cache}/results.md")
+    print(f"\nmake eval: {evaluation['total_seconds'] / 60:.1f} min; {out_dir}/results.md")
 
 
 if __name__ == "__main__":

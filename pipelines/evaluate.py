@@ -292,6 +292,7 @@ def scan_run(
         chunk_ids = cols["chunk_id"].to_pylist()
         texts = cols["text"].to_pylist()
         doc_types = cols["doc_type"].to_pylist()
+        parent_ids = cols["parent_id"].to_pylist()
         counts = np.asarray(cols["token_count"].to_numpy(zero_copy_only=False), dtype=np.int64)
         for i, source in enumerate(sources):
             candidates = answers_of_source.get(source)
@@ -306,6 +307,8 @@ def scan_run(
                     parents_cover.update(hits)
                 elif search[i]:
                     searchable.update(hits)
+                    if parent_ids[i] is None:  # returned as itself on the (parent) row too
+                        parents_cover.update(hits)
         if is_parent.any():
             has_parents = True
             parent_tokens.add(counts[is_parent])

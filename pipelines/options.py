@@ -28,7 +28,7 @@ from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.read import ReadConfig, has_wildcard, literal_folder
 
-CONFIG_VERSION = 1  # bump when a code change alters output for the same flags
+CONFIG_VERSION = 2  # bump when a code change alters output for the same flags
 
 
 class ChunkCorpusOptions(PipelineOptions):
@@ -367,7 +367,7 @@ class JobConfig:
         """The fixed size of chunks/' embedding column, or None for a plain list: parents are
         not embedded, and pyarrow < 26 cannot read back a null in a fixed-size list column
         (apache/arrow#35692), so with parents the column is a plain list."""
-        return None if self.chunking.parent_chunk_size else self.embedding.dimension
+        return None if self.chunking.emits_parents else self.embedding.dimension
 
     @property
     def embedding_cache_key(self) -> str | None:

@@ -78,7 +78,12 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("model_tokens", pa.int32(), "word pieces of context+text in the model tokenizer"),
         _c("section_path", pa.list_(pa.string()), "enclosing headings or class/function", False),
         _c("parent_id", pa.string(), "chunk_id of the parent chunk (small-to-big); null"),
-        _c("is_parent", pa.bool_(), "true for a parent chunk of --parent_chunk_size", False),
+        _c(
+            "is_parent",
+            pa.bool_(),
+            "true for a parent chunk (--parent_chunk_size, or a sentence window)",
+            False,
+        ),
         _c("strategy", pa.string(), "chunking strategy that produced the chunk", False),
         # The list's fixed size is the model's dimension, known only per run: see chunk_schema.
         _c("embedding", pa.list_(pa.float32()), "normalised float32 embedding of context+text"),

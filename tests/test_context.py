@@ -234,7 +234,8 @@ def test_reserved_tokens_and_cost() -> None:
 def test_path_header_prose_drops_a_first_heading_equal_to_the_title() -> None:
     chunk = make_chunk("x", section_path=("Widget Manual", "Installation", "Linux", "Debian"))
     assert path_header(chunk) == "Widget Manual > Installation > Linux > Debian"
-    assert path_header(make_chunk("x", title=None, section_path=())) == "widget.md"
+    # no title: the file with its folder (a bare "copyright" or "changelog" says nothing)
+    assert path_header(make_chunk("x", title=None, section_path=())) == "guide/widget.md"
 
 
 def test_path_header_code_uses_the_source_tail() -> None:

@@ -269,6 +269,25 @@ def test_a_parent_run_is_also_scored_child_to_parent(tmp_path, questions):
     assert parents["sets"]["all"]["chunks"] == 2 and parents["sets"]["all"]["mean_tokens"] == 75
 
 
+def test_a_chunk_without_a_parent_counts_as_itself_on_the_parent_row(tmp_path, questions):
+    # a run whose code keeps the code chunker while its prose has sentence windows
+    run = _write_run(
+        tmp_path / "run",
+        [
+            [
+                _chunk("p1", "/data/" + DOC_A, A1, None, is_parent=True, tokens=100),
+                _chunk("c1", "/data/" + DOC_A, "the quick brown fox zzz yyy", E[0], "p1"),
+                _chunk("b1", "/data/" + DOC_B, B1, E[2]),  # no parent
+            ]
+        ],
+        dim=None,
+    )
+    vectors = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]], dtype=np.float32)
+    _, parents = evaluate_run(run, questions, vectors=vectors)
+    assert parents["sets"]["all"]["recall@1"] == pytest.approx((1 + 0.5) / 2)
+    assert parents["sets"]["all"]["answerable"] == 1.0  # b1 answers q2 as itself
+
+
 def test_a_run_whose_documents_no_answer_names_is_refused(tmp_path, questions):
     run = _write_run(tmp_path / "run", [[_chunk("x", "/data/elsewhere.md", A1, E[0])]])
     with pytest.raises(ValueError, match="no answer's source names a document of the run"):

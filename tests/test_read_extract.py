@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from schemas.records import RawDocument, Reject
 from transforms.detect import detect, is_binary, sniff
-from transforms.extract import ExtractError, ExtractText, decode, extract_document
+from transforms.extract import ExtractError, ExtractText, decode, extract_document, title_line
 from transforms.html import html_to_markdown
 from transforms.read import (
     ReadConfig,
@@ -459,3 +459,24 @@ def test_the_extraction_child_sees_no_secret_of_the_parent(monkeypatch):
     assert "CORPUS_CHUNKER_LLM_API_KEY" not in child and "OPENAI_API_KEY" not in child
     assert not any("secret" in v for v in child.values())
     assert child["LC_ALL"] == "C.UTF-8" and child.get("PATH") == os.environ.get("PATH")
+
+
+def test_markdown_loses_its_html_comment_blocks():
+    raw = RawDocument("/x/page.md", "d", b"# T\n\n<!-- YAML\nadded: v0.1.25\n-->\n\nBody.\n")
+    doc = extract_document(raw, html_to_markdown)
+    assert doc.text == "# T\n\nBody.\n" and doc.title == "T"
+    with pytest.raises(ExtractError):
+        extract_document(RawDocument("/x/only.md", "e", b"<!-- nothing -->\n"), html_to_markdown)
+
+
+ROOT_SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+def test_a_text_file_is_titled_by_its_own_title_line():
+    # reST (samples/text, Python's FAQ): a label, then an over- and underlined title
+    with open(os.path.join(ROOT_SAMPLES, "text", "python-howto-sorting.rst.txt")) as f:
+        assert title_line(f.read()) == "Sorting HOW TO"
+    raw = RawDocument("/x/NOTES.txt", "n", b"Release notes\n\nThe body of the notes.\n")
+    assert extract_document(raw, html_to_markdown).title == "Release notes"
+    assert title_line("Format: http://x/1.0/\nUpstream-Name: zlib\n") is None  # not set apart
+    assert title_line("x " * 60 + "\n\nbody") is None  # too long for a title

@@ -140,6 +140,7 @@ class _LineInfo:
     removable: bool  # may be removed: prose, or a comment line of code (blank ones in a block)
     delimiter: bool  # the line opens a block comment left open, or closes one
     block: int  # index of the comment block (a run of comment lines) it belongs to, else -1
+    alone: bool = True  # may go without the rest of its block (prose; never code comments)
 
 
 def _classify_code(lines: list[str], syntax: _CommentSyntax) -> list[_LineInfo]:
@@ -172,9 +173,16 @@ def _classify_code(lines: list[str], syntax: _CommentSyntax) -> list[_LineInfo]:
             block += 1
         previous_comment = comment
         infos.append(
-            _LineInfo(removable=comment, delimiter=delimiter, block=block if comment else -1)
+            _LineInfo(
+                removable=comment, delimiter=delimiter, block=block if comment else -1, alone=False
+            )
         )
     return infos
+
+
+# Markdown lines that belong to a list item, a table or a block quote (a list marker, a table
+# row, a quote marker, or the indented continuation of an item): structure, never boilerplate.
+_MARKDOWN_STRUCTURE = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)|\||>|[ \t]{2,}\S")
 
 
 def _classify_prose(lines: list[str], markdown: bool) -> list[_LineInfo]:
@@ -201,6 +209,8 @@ def _classify_prose(lines: list[str], markdown: bool) -> list[_LineInfo]:
                 delimiter = not in_html_comment
             elif "<!--" in stripped and "-->" not in stripped[stripped.index("<!--") :]:
                 in_html_comment = delimiter = True
+            elif _MARKDOWN_STRUCTURE.match(line if line[:1] in " \t" else stripped):
+                removable = False
         if removable and not previous_comment:
             block += 1
         previous_comment = removable
@@ -293,9 +303,10 @@ def _drop_mask(infos: list[_LineInfo], keys: list[str | None], boiler: set[str])
     """Which lines to drop.
 
     A block (a paragraph, or a run of comment lines) whose every keyed line is boilerplate goes
-    whole, with its short and blank lines ("#", " *", "---"). In a block that also holds other
-    text, only the boilerplate lines go, and never a line that opens or closes a block comment,
-    so the comment that is left stays well formed.
+    whole, with its short and blank lines ("#", " *", "---"). In a paragraph that also holds
+    other text, only the boilerplate lines go (a running page header of a text file). A comment
+    of code goes whole or not at all: its lines are part of the code unit it documents
+    (JavaScript's "* @returns {void}", "/*", "*/" went one by one, cutting 9% of the units).
     """
     blocks: dict[int, bool] = {}
     for info, key in zip(infos, keys, strict=True):
@@ -308,7 +319,7 @@ def _drop_mask(infos: list[_LineInfo], keys: list[str | None], boiler: set[str])
         elif blocks.get(info.block, False):
             drop.append(True)
         else:
-            drop.append(key is not None and key in boiler and not info.delimiter)
+            drop.append(key is not None and key in boiler and info.alone and not info.delimiter)
     return drop
 
 

@@ -59,6 +59,10 @@ _SHEBANG = {
     "ruby": "ruby",
 }
 _MD_SIGNS = re.compile(r"^(#{1,6} \S|```|~~~|\* \S|- \S|\d+\. \S|\|.*\|)", re.MULTILINE)
+# The first line of a Debian changelog: "package (version) distribution; urgency=level". Debian
+# trims installed changelogs to a few entries and ends them with two "# ..." lines, which read
+# as Markdown headings.
+_DEBIAN_CHANGELOG = re.compile(r"[a-z0-9][a-z0-9+.-]+ \([^()\s]+\) [^;\n]+; urgency=\w+")
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ def sniff(head: str) -> DetectedType:
         for word, lang in _SHEBANG.items():
             if re.search(rf"\b{word}[\d.]*\b", first):
                 return DetectedType("code", lang)
+    if _DEBIAN_CHANGELOG.match(head.lstrip()):
+        return DetectedType("text")
     if len(_MD_SIGNS.findall(head[:8192])) >= 2:
         return DetectedType("markdown")
     return DetectedType("text")

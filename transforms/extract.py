@@ -19,6 +19,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
 from transforms import progress
+from transforms.chunking.markdown import without_html_comments
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import detect, is_binary
 
@@ -162,6 +163,31 @@ def first_heading(text: str) -> str | None:
     return (m.group(1).rstrip(" \t#").strip() or None) if m else None
 
 
+# A line of one repeated punctuation character: a reST or setext over/underline.
+_ADORNMENT = re.compile(r"([=\-~^\"'`#*+_.:])\1{2,}")
+MAX_TITLE_LINE = 100
+
+
+def title_line(text: str) -> str | None:
+    """The title a plain-text document gives itself: its first line, when that line is short
+    and set apart (underlined, as reST and setext titles are, or followed by a blank line).
+
+    Without it a text file's header was its file name alone (`copyright`, `changelog`).
+    """
+    lines = [line.strip() for line in text[:4096].splitlines()]
+    i = 0
+    while i < len(lines) and (
+        not lines[i] or _ADORNMENT.fullmatch(lines[i]) or lines[i].startswith(".. ")
+    ):
+        i += 1  # leading blank lines, reST labels and comments (".. _label:"), an overline
+    if i >= len(lines) or len(lines[i]) > MAX_TITLE_LINE:
+        return None
+    after = lines[i + 1] if i + 1 < len(lines) else ""
+    if after and not _ADORNMENT.fullmatch(after):
+        return None
+    return lines[i]
+
+
 def cut_whitespace_runs(text: str) -> str:
     """`text` with every run of more than MAX_WHITESPACE_RUN spaces or tabs cut to that many."""
     return _LONG_WHITESPACE_RUN.sub(lambda m: m.group()[:MAX_WHITESPACE_RUN], text)
@@ -219,9 +245,14 @@ def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Documen
         if not text.strip():
             raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     elif doc_type == "markdown":
+        text = without_html_comments(text)
+        if not text.strip():
+            raise ExtractError("empty_after_extraction", "nothing but HTML comments")
         title = title or first_heading(text)
     elif doc_type == "code":
         title = title or raw.source.split("#", 1)[0].rsplit("/", 1)[-1]
+    else:
+        title = title or title_line(text)
     return Document(
         doc_id=raw.doc_id,
         source=raw.source,

@@ -90,6 +90,8 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _drop_navigation_lines(tree)
+    _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
 
@@ -106,9 +108,10 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     )
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
+    title = page_title(tree, meta.title)
     return HtmlExtraction(
-        text=definition_terms_inline(text or "").strip(),
-        title=meta.title or None,
+        text=title_heading_above_sections(definition_terms_inline(text or "").strip(), title),
+        title=title,
         url=meta.url or None,
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
@@ -124,6 +127,65 @@ _DEFINITION_TERM = re.compile(r"^- \n(?=[^\s-])", re.MULTILINE)
 def definition_terms_inline(markdown: str) -> str:
     """trafilatura's "- " + newline + term, as the list item "- term" it stands for."""
     return _DEFINITION_TERM.sub("- ", markdown)
+
+
+_TITLE_XPATH = XPath("(//head/title)[1]")
+_H1_XPATH = XPath("(//h1)[1]")
+
+
+def _plain(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def page_title(tree: HtmlElement, guess: str | None) -> str | None:
+    """trafilatura's title, unless the page's own `<title>` contradicts it.
+
+    trafilatura takes an element with a title-like class as the title: PostgreSQL's reference
+    pages with an admonition were titled "Note" or "Tip" (`<h3 class="title">Note</h3>`),
+    libxslt's by a site-wide banner, Underscore.js's by a download link. Its guess stands when
+    it is part of the page's `<title>` (Sphinx adds " — Python 3.11 documentation" there) or is
+    the page's first `<h1>`; otherwise the page's `<title>` does.
+    """
+    guess = _plain(guess)
+    titles = _TITLE_XPATH(tree)
+    own = _plain(titles[0].text_content()) if titles else ""
+    if not own or not guess:
+        return guess or own or None
+    h1 = _H1_XPATH(tree)
+    first_h1 = _plain(h1[0].text_content()) if h1 else ""
+    if guess.casefold() in own.casefold() or guess.casefold() == first_h1.casefold():
+        return guess
+    return own
+
+
+def title_heading_above_sections(markdown: str, title: str | None) -> str:
+    """The page's title heading one level above its sections when the page put it at theirs.
+
+    DocBook reference pages (PostgreSQL's `<h2>DROP TABLE</h2>` followed by `<h2>Synopsis</h2>`,
+    `<h2>Description</h2>`) give the title the level of the sections it heads: read as written,
+    the sections are its siblings, not its parts, and no two of them share a path. When the
+    first heading is the title, no later heading is above it and some are at its level, it
+    becomes one level higher (``## DROP TABLE`` -> ``# DROP TABLE``).
+    """
+    if not title:
+        return markdown
+    from transforms.chunking.markdown import headings  # markdown-it, as the chunker reads it
+
+    found = headings(markdown)
+    if len(found) < 2:
+        return markdown
+    line, level, text = found[0]
+    if level < 2 or _plain(text).casefold() != _plain(title).casefold():
+        return markdown
+    later = [lv for _, lv, _ in found[1:]]
+    if min(later) < level or level not in later:
+        return markdown
+    lines = markdown.split("\n")
+    marker = "#" * level
+    if not lines[line].startswith(marker + " "):
+        return markdown  # not an ATX heading (trafilatura writes no other)
+    lines[line] = lines[line][1:]
+    return "\n".join(lines)
 
 
 class HtmlTooDeep(ValueError):
@@ -175,6 +237,60 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
     """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
+
+
+_NAVIGATION_LINKS_XPATH = XPath(
+    "//a[@rel='next' or @rel='prev' or @rel='previous' or @rel='up' or @rel='index']"
+)
+_NAVIGATION_BLOCKS = frozenset({"p", "div", "td", "nav", "header", "footer", "li"})
+# What a navigation line holds besides its links: "Next: ..., Previous: ..., Up: ... [Index]"
+_NAVIGATION_WORDS = re.compile(
+    r"[\s,;:|\[\]()]*(?:(?:next|previous|prev|up|top|contents|index)\b[\s,;:|\[\]()]*)*",
+    re.IGNORECASE,
+)
+
+
+def _drop_navigation_lines(tree: HtmlElement) -> None:
+    """Remove the blocks that hold nothing but links to the next, previous and parent page.
+
+    Texinfo's HTML (makeinfo, texi2any) heads and ends every node with one such line, "Next:
+    Thread Safety, Previous: The Closure API, Up: Using libffi [Index]", in a plain
+    ``<div class="header"><p>``: trafilatura kept it as the first line of the page (issue
+    11, section 3). A block goes when its links include one with ``rel`` next, prev or up
+    and its other text is only those words and punctuation.
+    """
+    for link in _NAVIGATION_LINKS_XPATH(tree):
+        block = link.getparent()
+        while block is not None and block.tag not in _NAVIGATION_BLOCKS:
+            block = block.getparent()
+        if block is None or block.getparent() is None:
+            continue  # no block, or one already removed with an earlier link
+        rest = block.text_content()
+        for anchor in block.iter("a"):
+            rest = rest.replace(anchor.text_content(), " ", 1)
+        if _NAVIGATION_WORDS.fullmatch(rest):
+            block.drop_tree()
+
+
+def _preformatted_as_code(tree: HtmlElement) -> None:
+    r"""Make every ``<pre>`` one that trafilatura writes as a fenced code block.
+
+    trafilatura fences a ``<pre>`` only when it looks like code to it (one ``<span>`` child,
+    highlight.js spans, or "{", "('" or a four-space indent in its text); any other is written
+    as plain lines, so a line that starts with "#" became a heading (``#  include <fcntl.h>``
+    on zlib's how-to page, whose listings are ``<pre><b>``) and PostgreSQL's synopses became
+    paragraphs of escaped Markdown (``DROP TABLE \[ IF EXISTS \] *`name`*``). The text of
+    each ``<pre>`` is put in one ``<span>``, the first of those rules; its inline markup goes
+    (a code block has none).
+    """
+    for pre in list(tree.iter("pre")):
+        text = pre.text_content()
+        for child in list(pre):
+            pre.remove(child)  # lxml's remove keeps a child's tail with the child: text had it
+        pre.text = None
+        span = pre.makeelement("span", {})
+        span.text = text
+        pre.append(span)
 
 
 def _wrap_body_in_main(tree: HtmlElement) -> bool:

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.chunking.base import ChunkSpan
-from transforms.chunking.markdown import MarkdownChunker, front_matter_end, markdown_sections
+from transforms.chunking.markdown import (
+    MarkdownChunker,
+    front_matter_end,
+    markdown_sections,
+    without_html_comments,
+)
 from transforms.chunking.recursive import RecursiveChunker
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "markdown"
@@ -70,9 +75,53 @@ def test_setext_headings_and_plain_heading_text() -> None:
 
 
 def test_text_before_first_heading_has_empty_path(cl100k) -> None:
-    text = "Some preamble.\n\n# Title\n\nBody.\n"
-    chunks = MarkdownChunker(cl100k, 512).chunk(text)
+    # neither part is small (under a quarter of the chunk size), so neither joins the other
+    text = f"{words(20)}\n\n# Title\n\n{words(20, 'v')}\n"
+    chunks = MarkdownChunker(cl100k, 128).chunk(text)
     assert [c.section_path for c in chunks] == [(), ("Title",)]
+
+
+# PostgreSQL's reference pages: the title and its purpose line are a section of their own, at
+# the level of the sections after it; alone they were a chunk of 10 to 20 tokens.
+PG_TITLE = "## DROP TABLE\n\nDROP TABLE — remove a table\n\n"
+PG_SYNOPSIS = "## Synopsis\n\nDROP TABLE [ IF EXISTS ] name [, ...] [ CASCADE | RESTRICT ]\n\n"
+
+
+def test_small_title_section_goes_on_into_the_next_sections(cl100k) -> None:
+    description = f"## Description\n\nDROP TABLE removes tables from the database. {words(30)}\n"
+    text = PG_TITLE + PG_SYNOPSIS + description
+    chunker = MarkdownChunker(cl100k, 128)
+    assert cl100k.count((PG_TITLE + PG_SYNOPSIS).strip()) < chunker.small_chunk_tokens
+    chunks = chunker.chunk(text)
+    check_invariants(cl100k, text, chunks, 128)
+    assert [(c.start, c.end) for c in chunks] == [(0, len(text.rstrip()))]
+    assert chunks[0].section_path == ("Description",)
+
+
+def test_small_chunk_leads_the_first_piece_of_a_large_block(cl100k) -> None:
+    text = f"## VACUUM\n\nVACUUM — garbage-collect a database\n\n## Synopsis\n\n{words(120)}\n"
+    chunks = MarkdownChunker(cl100k, 80).chunk(text)
+    check_invariants(cl100k, text, chunks, 80)
+    assert chunks[0].start == 0 and "w0 w1" in text[chunks[0].start : chunks[0].end]
+    assert chunks[0].section_path == ("Synopsis",)
+
+
+def test_small_chunk_stays_alone_rather_than_cut_a_block_that_fits(cl100k) -> None:
+    section_b = f"## B\n\n{words(29)}"
+    text = f"## A\n\nshort\n\n{section_b}\n"
+    assert cl100k.count(section_b) <= 64 < cl100k.count(text)
+    chunks = MarkdownChunker(cl100k, 64).chunk(text)
+    check_invariants(cl100k, text, chunks, 64)
+    assert [text[c.start : c.end] for c in chunks] == ["## A\n\nshort", section_b]
+
+
+def test_small_last_chunk_joins_the_one_before(cl100k) -> None:
+    text = f"## A\n\n{words(15)}\n\n## B\n\n{words(15, 'v')}\n\n## C\n\nlast words\n"
+    chunks = MarkdownChunker(cl100k, 80).chunk(text)
+    check_invariants(cl100k, text, chunks, 80)
+    assert [text[c.start : c.start + 4] for c in chunks] == ["## A", "## B"]
+    assert text[chunks[-1].start : chunks[-1].end].endswith("last words")
+    assert chunks[-1].section_path == ("B",)
 
 
 def test_crlf_offsets_match_markdown_it_lines(cl100k) -> None:
@@ -160,7 +209,8 @@ def test_oversized_paragraph_keeps_its_heading_in_the_first_piece(cl100k) -> Non
     chunks = MarkdownChunker(cl100k, 50).chunk(text)
     check_invariants(cl100k, text, chunks, 50)
     first = next(c for c in chunks if c.section_path == ("Intro", "Long one"))
-    assert text[first.start :].startswith("## Long one\n\nSentence")
+    # the bare "# Intro" is small: it leads the first piece too
+    assert text[first.start :].startswith("# Intro\n\n## Long one\n\nSentence")
     assert all(c.section_path == ("Intro", "Long one") for c in chunks[1:])
 
 
@@ -195,8 +245,9 @@ def test_merged_path_is_the_common_prefix(cl100k) -> None:
 
 
 def test_sections_under_different_top_headings_are_not_merged(cl100k) -> None:
-    text = "# A\n\nx\n\n# B\n\ny\n\n## B1\n\nz\n"
-    chunks = MarkdownChunker(cl100k, 512).chunk(text)
+    x, y, z = words(40, "x"), words(40, "y"), words(40, "z")  # none small at 256
+    text = f"# A\n\n{x}\n\n# B\n\n{y}\n\n## B1\n\n{z}\n"
+    chunks = MarkdownChunker(cl100k, 256).chunk(text)
     assert [c.section_path for c in chunks] == [("A",), ("B",)]
 
 
@@ -320,3 +371,30 @@ def test_found_by_hypothesis(cl100k, text: str, size: int) -> None:
     check_invariants(cl100k, text, chunker.chunk(text), size)
     doc = cl100k.tokenize(text)
     assert all(doc.count(s.start, s.end) <= size for s in chunker.split(doc))
+
+
+# --- HTML comments ------------------------------------------------------------------------------
+
+
+def test_html_comment_blocks_of_a_real_api_page_are_removed() -> None:
+    # Node.js's path.md: each method's history in a `<!-- YAML ... -->` block
+    text = (SAMPLES / "node-path.md").read_text(encoding="utf-8")
+    assert text.count("<!-- YAML") == 15
+    out = without_html_comments(text)
+    assert "<!--" not in out and "added: v0.1.25" not in out
+    assert "## `path.basename(path[, suffix])`\n\n* `path` {string}" in out
+    # everything else is kept, byte for byte
+    assert out.count("```") == text.count("```")
+    assert [s.path for s in markdown_sections(out)] == [s.path for s in markdown_sections(text)]
+
+
+def test_only_blocks_that_are_comments_and_nothing_else_go() -> None:
+    text = (
+        "a\n\n<!-- x -->\n\nb\n\n```\n<!-- in code -->\n\n\n```\n\n"
+        "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n<!-- one --><!-- two -->\n"
+    )
+    assert without_html_comments(text) == (
+        "a\n\nb\n\n```\n<!-- in code -->\n\n\n```\n\n"
+        "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n"
+    )
+    assert without_html_comments("no comment\n") == "no comment\n"

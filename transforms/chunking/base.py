@@ -16,6 +16,10 @@ from transforms.chunking.split import fit, trim
 from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 
 MIN_CHUNK_SIZE = 8
+# A chunk under this fraction of the chunk size is small: a title with its one-line purpose,
+# a heading alone, a section's short tail. Structure-aware chunkers join it to a neighbour
+# rather than emit it alone (alone, it is retrieved without the text it introduces).
+SMALL_CHUNK_FRACTION = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,11 @@ class Chunker(abc.ABC):
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.model_limit = model_limit
+
+    @property
+    def small_chunk_tokens(self) -> int:
+        """Chunks under this many tokens are joined to a neighbour where the strategy can."""
+        return int(self.chunk_size * SMALL_CHUNK_FRACTION)
 
     @classmethod
     def for_job(

@@ -90,6 +90,49 @@ def _heading_text(source: str, env: dict) -> str:
     return plain or " ".join(source.split())
 
 
+def headings(text: str) -> list[tuple[int, int, str]]:
+    """(line number, level, plain text) of every heading of `text`, in order."""
+    env: dict = {}
+    tokens = _parser().parse(text, env)
+    return [
+        (tok.map[0], int(tok.tag[1:]), _heading_text(tokens[i + 1].content, env))
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.map is not None
+    ]
+
+
+_COMMENTS = re.compile(r"(?:\s*<!--(?:(?!-->).)*-->)+\s*", re.DOTALL)
+_BLANK_LINES = re.compile(r"(?:[ \t]*(?:\r\n|\r|\n))+")
+
+
+def without_html_comments(text: str) -> str:
+    """`text` without its HTML comment blocks (a block that is one or more comments and
+    nothing else, as markdown-it reads blocks; comments in code or in a paragraph stay).
+
+    Node.js's API docs hold each method's history in one (`<!-- YAML added: v0.1.25
+    changes: ... -->`): not rendered, not what anyone searches, and 387 of its chunks.
+    """
+    if "<!--" not in text:
+        return text
+    starts = line_starts(text)
+    drop: list[tuple[int, int]] = []
+    for tok in _parser().parse(text):
+        if tok.type != "html_block" or tok.map is None or tok.level != 0:
+            continue
+        if _COMMENTS.fullmatch(tok.content):
+            end = starts[tok.map[1]] if tok.map[1] < len(starts) else len(text)
+            blank = _BLANK_LINES.match(text, end)  # and the blank lines after it
+            drop.append((starts[tok.map[0]], blank.end() if blank else end))
+    if not drop:
+        return text
+    parts, pos = [], 0
+    for start, end in drop:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def markdown_sections(text: str) -> list[Section]:
     """Split `text` into heading sections of top-level blocks that together cover all its text.
 
@@ -189,7 +232,13 @@ class MarkdownChunker(Chunker):
       two share at least their top heading; the merged chunk's `section_path` is the common
       prefix of the merged sections' paths (siblings ## B and ## D under # A give ("A",)).
       Sections under different top-level headings, and the text before the first heading,
-      are never merged, so a path is never emptied by a merge.
+      are not merged, so a path is never emptied by a merge.
+    - Except a small chunk (under `small_chunk_tokens`: a title and its one-line purpose, a
+      bare heading, a short tail): it goes on into the next section, whatever its path, as
+      the lead of the section's first piece when that section's first block is too large.
+      The chunk's path is the common prefix, else (or for a bare heading) the next section's.
+      It stays alone only where joining would cut a block that fits whole. The document's
+      small last chunk joins the chunk before it when that has room.
     - The heading starts its section's first chunk. When the first block is too large, the
       heading shares the first piece; when the first block fits alone but not after the
       heading, the heading is a chunk of its own rather than the block being cut.
@@ -209,6 +258,7 @@ class MarkdownChunker(Chunker):
         start = end = -1
         path: tuple[str, ...] = ()
         bare_heading = False
+        small = self.small_chunk_tokens
 
         def close() -> None:
             nonlocal start
@@ -216,14 +266,23 @@ class MarkdownChunker(Chunker):
                 out.append(self._span(doc, start, end, path))
             start = -1
 
+        def open_is_small() -> bool:
+            return start >= 0 and doc.count(start, doc.ceil(end)) < small
+
         for section in sections:
             sec_end = section.blocks[-1].end
             common = common_prefix(path, section.path)
-            if start >= 0 and common and self._fits(doc, start, sec_end):
-                end, path, bare_heading = sec_end, common, False
+            # A small chunk (a title and its one-line purpose, a section's short tail) goes on
+            # into the next section instead of standing alone without the substance.
+            carry = open_is_small() and self._can_carry(doc, start, section)
+            # a bare heading heads the section it joins: the chunk is that section's
+            merged = section.path if carry and bare_heading else common or section.path
+            if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
+                end, path, bare_heading = sec_end, merged, False
                 continue
-            close()
-            path = section.path
+            if not carry:
+                close()
+            path = merged if carry else section.path
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
@@ -236,15 +295,30 @@ class MarkdownChunker(Chunker):
                         close()
                         start, end, bare_heading = unit.start, unit.end, unit.heading
                         continue
-                    lead = (start, end) if start >= 0 and bare_heading else None
+                    small_lead = bare_heading or open_is_small()
+                    lead = (start, end) if start >= 0 and small_lead else None
                     if lead is None:
                         close()
                     start = -1
                     pieces = self._pieces(doc, lines, unit, lead)
                     out.extend(self._span(doc, s, e, path) for s, e in pieces[:-1])
                     (start, end), bare_heading = pieces[-1], False
+        if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
+            # the document's small last chunk joins the one before it, when that has room
+            last = out.pop()
+            start, path = last.start, common_prefix(last.section_path, path) or last.section_path
         close()
         return out
+
+    def _can_carry(self, doc: TokenizedText, start: int, section: Section) -> bool:
+        """Whether a small chunk from `start` can go on into `section`: with its heading and
+        first block, or as the lead of that block's first piece when the block is too large
+        (else it would stand alone with the heading, and the block lose it)."""
+        blocks = section.blocks
+        first = blocks[1] if blocks[0].heading and len(blocks) > 1 else blocks[0]
+        if first.parts and not self._fits(doc, first.start, first.end):
+            first = Block(*first.parts[0], PROSE)
+        return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
 
     def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
         """Drop surrounding whitespace but keep the first line's indentation (it is syntax)."""

@@ -34,6 +34,7 @@ STRATEGIES: dict[str, str] = {
     "markdown": "transforms.chunking.markdown:MarkdownChunker",
     "code": "transforms.chunking.code:CodeChunker",
     "semantic": "transforms.chunking.semantic:SemanticChunker",
+    "sentence_window": "transforms.chunking.sentence_window:SentenceWindowChunker",
 }
 DEFAULT_STRATEGY_BY_TYPE: dict[str, str] = {
     "text": "recursive",
@@ -111,6 +112,14 @@ class ChunkingConfig:
     def body_size(self) -> int:
         return self.chunk_size - self.header_reserve
 
+    @property
+    def emits_parents(self) -> bool:
+        """Whether a run writes parent chunks: --parent_chunk_size, or a windowed strategy
+        (sentence_window: each embedded sentence's window is its parent)."""
+        return self.parent_chunk_size is not None or any(
+            getattr(strategy_class(name), "windowed", False) for name in self.strategies.values()
+        )
+
 
 class DocumentChunker:
     """Pure core of the chunk stage: builds the strategy table once, chunks documents."""
@@ -156,7 +165,10 @@ class DocumentChunker:
         body = self.config.body_size
         if self.config.parent_chunk_size is None:
             chunker = self.chunker(doc.doc_type, body)
-            return [(s, None) for s in chunker.chunk_tokenized(tokenized, doc.language)]
+            spans = chunker.chunk_tokenized(tokenized, doc.language)
+            if getattr(chunker, "windowed", False):
+                return _with_windows(tokenized, spans, chunker.windows(tokenized, spans))
+            return [(s, None) for s in spans]
         out: list[tuple[ChunkSpan, int | None]] = []
         parent_chunker = self.chunker(doc.doc_type, self.config.parent_chunk_size)
         child_chunker = self.chunker(doc.doc_type, body)
@@ -191,8 +203,11 @@ class DocumentChunker:
         spans = self.spans(doc, tokenized)
         ids: list[str] = []
         chunks: list[Chunk] = []
+        parents = {p for _, p in spans if p is not None}
         for index, (span, parent) in enumerate(spans):
-            is_parent = self.config.parent_chunk_size is not None and parent is None
+            is_parent = parent is None and (
+                self.config.parent_chunk_size is not None or index in parents
+            )
             chunk_id = stable_hash(
                 "chunk",
                 doc.doc_id,
@@ -225,6 +240,21 @@ class DocumentChunker:
                 )
             )
         return chunks, tokenized.n_tokens
+
+
+def _with_windows(
+    doc: TokenizedText, spans: list[ChunkSpan], windows: list[tuple[int, int]]
+) -> list[tuple[ChunkSpan, int | None]]:
+    """Each span after its window as its parent (a window shared by neighbours written once)."""
+    out: list[tuple[ChunkSpan, int | None]] = []
+    index: dict[tuple[int, int], int] = {}
+    for span, (start, end) in zip(spans, windows, strict=True):
+        if (start, end) not in index:
+            index[(start, end)] = len(out)
+            window = ChunkSpan(start, end, doc.count(start, end), span.section_path, span.strategy)
+            out.append((window, None))
+        out.append((span, index[(start, end)]))
+    return out
 
 
 class _ChunkFn(beam.DoFn):
@@ -311,5 +341,5 @@ class ChunkDocuments(beam.PTransform):
         out = docs | "Chunk by type" >> beam.ParDo(chunk).with_outputs(
             DOCUMENTS, PARENTS, REJECTS, EVENTS, main="by_document"
         )
-        parents = out[PARENTS] if self.config.parent_chunk_size is not None else None
+        parents = out[PARENTS] if self.config.emits_parents else None
         return ChunkResult(out[DOCUMENTS], out.by_document, parents, out[REJECTS], out[EVENTS])

@@ -1,0 +1,29 @@
+"""Every <pre> is a fenced code block (real pages: zlib's how-to, PostgreSQL 15's SET)."""
+
+import gzip
+import os
+
+from transforms.chunking.markdown import markdown_sections
+from transforms.html import html_to_markdown
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _page(name: str) -> bytes:  # as read from disk: the page declares its encoding
+    with gzip.open(os.path.join(DATA, name)) as f:
+        return f.read()
+
+
+def test_hash_lines_of_a_real_pages_listings_are_not_headings():
+    text = html_to_markdown(_page("zlib-how.html.gz")).text
+    # Before: "#  include <fcntl.h>", "#else", "#endif**" ... were headings (the listings are
+    # <pre><b>, which trafilatura did not take for code).
+    assert {s.path for s in markdown_sections(text)} == {("zlib Usage Example",)}
+    assert "```\n#include <stdio.h>\n#include <string.h>\n" in text
+    assert "#  include <fcntl.h>\n" in text
+
+
+def test_a_synopsis_is_code_not_escaped_markdown():
+    text = html_to_markdown(_page("postgresql15-sql-set.html.gz")).text
+    assert "```\nSET [ SESSION | LOCAL ] configuration_parameter { TO | = }" in text
+    assert "\\[" not in text.split("## Description")[0]

@@ -1,0 +1,56 @@
+"""Page titles and title headings (a real page: PostgreSQL 15's SET, postgresql-doc-15)."""
+
+import gzip
+import os
+
+from lxml.html import document_fromstring
+
+from transforms.chunking.markdown import markdown_sections
+from transforms.html import html_to_markdown, page_title, title_heading_above_sections
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _page(name: str) -> str:
+    with gzip.open(os.path.join(DATA, name), "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+def test_a_real_reference_page_is_titled_by_its_own_title_not_its_admonition():
+    extraction = html_to_markdown(_page("postgresql15-sql-set.html.gz"))
+    assert extraction.title == "SET"  # trafilatura's guess: "Note"
+
+
+def test_a_guess_inside_the_title_or_equal_to_the_h1_stands():
+    page = document_fromstring(
+        "<html><head><title>textwrap — Text wrapping — Python 3.11 documentation</title></head>"
+        "<body><h1>Wrapping</h1></body></html>"
+    )
+    assert page_title(page, "textwrap — Text wrapping") == "textwrap — Text wrapping"
+    assert page_title(page, "Wrapping") == "Wrapping"
+    assert page_title(page, "Download") == "textwrap — Text wrapping — Python 3.11 documentation"
+    assert page_title(page, None) == "textwrap — Text wrapping — Python 3.11 documentation"
+    assert page_title(document_fromstring("<p>x</p>"), "Guess") == "Guess"
+
+
+def test_the_title_heading_of_a_real_reference_page_heads_its_sections():
+    text = html_to_markdown(_page("postgresql15-sql-set.html.gz")).text
+    assert text.startswith("# SET\n\nSET — change a run-time parameter\n\n## Synopsis")
+    paths = [s.path for s in markdown_sections(text)]
+    assert ("SET", "Synopsis") in paths and ("SET", "Description") in paths
+    assert all(p[0] == "SET" for p in paths)
+
+
+def test_the_title_heading_moves_up_only_when_it_is_at_its_sections_level():
+    siblings = "## T\n\nwhat T does\n\n## Synopsis\n\nx\n\n## Description\n\ny"
+    assert title_heading_above_sections(siblings, "T") == siblings[1:]
+    assert title_heading_above_sections(siblings, "Other") == siblings  # not the title
+    nested = "# T\n\n## A\n\nx"
+    assert title_heading_above_sections(nested, "T") == nested  # already above its sections
+    above = "## T\n\n# A\n\n## B"
+    assert title_heading_above_sections(above, "T") == above  # a later heading is higher
+    fenced = "```\n## T\n```\n\n## T\n\n## A"
+    # the "## T" in the fence is code, not the heading: only the real one moves
+    assert title_heading_above_sections(fenced, "T") == "```\n## T\n```\n\n# T\n\n## A"
+    late = "Intro.\n\n## T\n\n## A"
+    assert title_heading_above_sections(late, "T") == "Intro.\n\n# T\n\n## A"
