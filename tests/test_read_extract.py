@@ -416,7 +416,7 @@ def test_the_time_limit_counts_the_extraction_not_the_start_of_its_process(tmp_p
     ]
     from transforms.extract import _ExtractFn
 
-    fn = _ExtractFn(timeout_s=0.4)
+    fn = _ExtractFn(timeout_s=1.0)
     fn.setup()
     try:
         outcomes = []

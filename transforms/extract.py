@@ -280,9 +280,9 @@ CHILD_START_TIMEOUT_S = 300.0
 
 
 def _child_ready() -> bool:
-    """Run in the extraction child once it starts: what extraction imports is imported."""
-    import transforms.html  # noqa: F401
-
+    """Run in the extraction child once it starts: what extraction imports is imported, and
+    what it sets up on first use (trafilatura's, lxml's) is set up, by one small page."""
+    _html_to_markdown("<html><head><title>t</title></head><body><p>A page.</p></body></html>")
     return True
 
 
