@@ -286,6 +286,13 @@ def _child_ready() -> bool:
     return True
 
 
+def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """End the extraction child now (shutdown alone would wait for a runaway extraction)."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 class _ExtractFn(beam.DoFn):
     """Runs the pure core; HTML goes to a child process that is killed past the time limit."""
 
@@ -313,9 +320,7 @@ class _ExtractFn(beam.DoFn):
             try:
                 pool.submit(_child_ready).result(timeout=CHILD_START_TIMEOUT_S)
             except Exception as e:
-                for proc in list(getattr(pool, "_processes", {}).values()):
-                    proc.kill()
-                pool.shutdown(wait=False, cancel_futures=True)
+                _kill(pool)
                 raise ExtractError(
                     "extract_failed", f"the extraction process did not start: {e!r}"
                 ) from None
@@ -324,9 +329,7 @@ class _ExtractFn(beam.DoFn):
 
     def _kill_pool(self) -> None:
         if self._pool is not None:
-            for proc in list(getattr(self._pool, "_processes", {}).values()):
-                proc.kill()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            _kill(self._pool)
             self._pool = None
 
     def _html(self, html: str):
