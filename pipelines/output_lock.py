@@ -19,12 +19,12 @@ import socket
 from types import TracebackType
 
 from pipelines.staging import resolved
+from transforms.read import lock_beside
 
 
 def lock_path(output: str) -> str:
     """The lock file of a local output folder: `.NAME.lock` beside it."""
-    target = resolved(output)
-    return os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.lock")
+    return lock_beside(resolved(output))
 
 
 class OutputLocked(ValueError):

@@ -293,19 +293,15 @@ def printable_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-# The lock a run holds on its --output, `.NAME.lock` beside it (pipelines.output_lock; the read
-# stage does not import the launcher's modules), and the one older runs took inside it.
+# The lock older runs took inside their --output; a run now takes `lock_beside(output)`.
 OUTPUT_LOCK_NAME = ".corpus-chunker.lock"
 
 
-def _lock_beside(folder: str) -> str:
-    parent, _, name = folder.rpartition("/")
+def lock_beside(folder: str) -> str:
+    """The lock file a run holds on its output `folder`: `.NAME.lock` beside it (defined here,
+    where the read stage skips it, and used by pipelines.output_lock)."""
+    parent, _, name = folder.rstrip("/").rpartition("/")
     return f"{parent}/.{name}.lock"
-
-
-def _is_lock(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name == OUTPUT_LOCK_NAME or (name.startswith(".") and name.endswith(".lock"))
 
 
 BAD_NAMES = "bad_names"
@@ -390,7 +386,7 @@ class _SkipFn(beam.DoFn):
         self.patterns = list(patterns)
         self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
         # the locks runs take beside these folders (pipelines/output_lock.py): no corpus files
-        self.locks = {_lock_beside(e.rstrip("/")) for e in exclude}
+        self.locks = {lock_beside(e) for e in exclude}
         self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
         self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
         self.special = Metrics.counter(NAMESPACE, "special_files_skipped")
@@ -422,7 +418,7 @@ class _SkipFn(beam.DoFn):
         if path in self.locks:
             return
         if path.startswith(self.exclude):
-            if _is_lock(path):
+            if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
                 # this run's own lock on its output: no file of the corpus, and no skip
                 return
             self.excluded.inc()
