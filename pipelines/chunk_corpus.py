@@ -89,7 +89,7 @@ def _account(
         skip_folders,
         previous.run_id if previous is not None else None,
     )
-    manifest["embedding_cache_key"] = config.embedding_cache_key
+    manifest["embedding_cache_key"] = config.embedding.cache_key
     return Account(output, config.pricing, manifest, config.embedding.max_seq_length)
 
 
@@ -98,7 +98,7 @@ def _cached_vectors(
 ) -> beam.PCollection | None:
     """The embedding cache's vectors of this model: the previous run's (when its model key is
     this run's) and the --embedding_cache folder's; None when there is neither."""
-    key = config.embedding_cache_key
+    key = config.embedding.cache_key
     if key is None or not config.embeds:
         return None
     if previous is None or previous.embedding_cache_key != key:
@@ -143,9 +143,9 @@ def build_pipeline(
     if config.embedding_cache and embedded.new_vectors is not None:
         from transforms.embedding_cache import WriteCache
 
-        assert config.embedding_cache_key is not None
+        assert config.embedding.cache_key is not None
         embedded.new_vectors | "Add to the embedding cache" >> WriteCache(
-            config.embedding_cache, config.embedding_cache_key, config.run_id
+            config.embedding_cache, config.embedding.cache_key, config.run_id
         )
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)

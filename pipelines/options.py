@@ -370,11 +370,6 @@ class JobConfig:
         return None if self.chunking.emits_parents else self.embedding.dimension
 
     @property
-    def embedding_cache_key(self) -> str | None:
-        """The model key of the embedding cache (transforms/embedding_cache.py)."""
-        return self.embedding.cache_key
-
-    @property
     def embeds(self) -> bool:
         return self.embedding.path is not None and not self.estimate
 

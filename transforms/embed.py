@@ -202,6 +202,24 @@ def _one_per_text(item: tuple[str, Any]) -> tuple[tuple[Chunk, ...], Chunk]:
     return tuple(ordered[1:]), ordered[0]
 
 
+def _embedded(
+    chunk: Chunk,
+    model_name: str,
+    embedding: tuple[float, ...],
+    model_tokens: int | None,
+    seconds: float = 0.0,
+) -> Chunk:
+    """The chunk with its vector; `seconds`: its share of model time (none for a vector it
+    took from another chunk or from the cache)."""
+    return dataclasses.replace(
+        chunk,
+        embedding=embedding,
+        embedding_model=model_name,
+        model_tokens=model_tokens,
+        embed_seconds=seconds,
+    )
+
+
 class _AttachEmbedding(beam.DoFn):
     """The vector of one embedded text onto its chunk and every chunk with the same text."""
 
@@ -217,22 +235,11 @@ class _AttachEmbedding(beam.DoFn):
         vector, model_tokens, seconds = result.inference
         embedding = tuple(vector.tolist())
         self.embedded.inc(1 + len(others))
-        yield dataclasses.replace(
-            result.example,
-            embedding=embedding,
-            embedding_model=self.model_name,
-            model_tokens=model_tokens,
-            embed_seconds=seconds,
-        )
+        yield _embedded(result.example, self.model_name, embedding, model_tokens, seconds)
         for chunk in others:
             self.deduplicated.inc()
             # No model time of its own: the text was embedded once, for the chunk above.
-            yield dataclasses.replace(
-                chunk,
-                embedding=embedding,
-                embedding_model=self.model_name,
-                model_tokens=model_tokens,
-            )
+            yield _embedded(chunk, self.model_name, embedding, model_tokens)
             yield beam.pvalue.TaggedOutput(self.DUPLICATES, ChunkDeduplicated(chunk.embed_tokens))
 
 
@@ -276,12 +283,7 @@ class _UseCache(beam.DoFn):
             self.cached.inc()
             yield beam.pvalue.TaggedOutput(
                 self.HITS,
-                dataclasses.replace(
-                    chunk,
-                    embedding=tuple(cached.embedding),
-                    embedding_model=self.model_name,
-                    model_tokens=cached.model_tokens,
-                ),
+                _embedded(chunk, self.model_name, tuple(cached.embedding), cached.model_tokens),
             )
             yield beam.pvalue.TaggedOutput(self.EVENTS, EmbeddingReused(chunk.embed_tokens))
 
