@@ -16,6 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 pytestmark = pytest.mark.slow
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_one_line(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -37,6 +41,10 @@ def test_ctrl_c_prints_one_line(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A terminal's Ctrl-C reaches a job whose SIGINT is not ignored; a shell's background
+        # job (`make test &`, CI behind nohup) starts with SIGINT ignored, which the child
+        # would inherit and the test would then not be testing.
+        preexec_fn=_sigint_default,
     )
     lock = Path(lock_path(str(out)))
     deadline = time.monotonic() + 90
