@@ -61,7 +61,12 @@ _SHARED = {
 # that means something else in another table (rejects' nullable doc_id) is declared there.
 COLUMNS: dict[str, tuple[Column, ...]] = {
     CHUNKS: (
-        _c("chunk_id", pa.string(), "stable hash of content_hash, offsets and config", False),
+        _c(
+            "chunk_id",
+            pa.string(),
+            "stable hash of doc_id, chunk text, its occurrence and config",
+            False,
+        ),
         _SHARED["doc_id"],
         _SHARED["source"],
         _SHARED["doc_type"],
@@ -139,6 +144,13 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             "chunks_removed",
             pa.list_(pa.string()),
             "chunk ids of the previous run's chunks that this run does not hold",
+            False,
+        ),
+        _c(
+            "chunks_updated",
+            pa.list_(pa.string()),
+            "chunk ids of a changed document that both runs hold (same text, so the same id; "
+            "offsets, section path or header may differ): a store upserts them too",
             False,
         ),
     ),

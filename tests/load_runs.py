@@ -55,7 +55,11 @@ def chunk(doc: str, index: int, text: str, parent: bool = False, seed: int = 0) 
 
 
 def change(
-    doc: str, kind: str, added: Sequence[str] = (), removed: Sequence[str] = ()
+    doc: str,
+    kind: str,
+    added: Sequence[str] = (),
+    removed: Sequence[str] = (),
+    updated: Sequence[str] = (),
 ) -> dict[str, object]:
     return {
         "doc_id": doc,
@@ -65,6 +69,7 @@ def change(
         "previous_content_hash": None if kind == "added" else f"old-hash-of-{doc}",
         "chunks_added": list(added),
         "chunks_removed": list(removed),
+        "chunks_updated": list(updated),
     }
 
 

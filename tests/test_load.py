@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from pipelines import load
@@ -214,6 +216,85 @@ def test_loading_the_same_run_again_changes_nothing(
     assert store_state(store) == LoadState("run-a", None)
     # PostgreSQL: an upsert of an identical row writes nothing (no new row version)
     assert _row_versions(store) == versions
+
+
+@pytest.mark.slow
+def test_an_edit_at_the_top_of_a_document_updates_its_other_chunks_in_place(
+    store: StoreSpec, tmp_path: Path, capsys
+) -> None:
+    """A sentence more in a long document's first chunk: that chunk is replaced, and the 40
+    after it keep their ids, texts and vectors and move 7 characters on. The load writes them
+    (changes/' chunks_updated); in PostgreSQL as HOT updates, so the HNSW index is left alone."""
+    doc = [chunk("long", i, f"part {i} of the long page") for i in range(41)]
+    _load(write_run(str(tmp_path / "a"), doc, "run-a"), store)
+    first = chunk("long", 0, "One sentence more, then part 0 of the long page")
+    moved = [
+        c | {"start_char": c["start_char"] + 7, "end_char": c["end_char"] + 7} for c in doc[1:]
+    ]
+    changes = [
+        change(
+            "long",
+            "changed",
+            [first["chunk_id"]],
+            [doc[0]["chunk_id"]],
+            [c["chunk_id"] for c in moved],
+        )
+    ]
+    hot_before = _hot_updates(store)
+    capsys.readouterr()
+    _load(write_run(str(tmp_path / "b"), [first, *moved], "run-b", "run-a", changes), store)
+    assert "upserted 41, deleted 1, mode incremental" in capsys.readouterr().out
+    assert_holds_exactly(store, [first, *moved])
+    if store.kind == "postgresql":
+        assert _hot_updates(store, at_least=hot_before + 40) == hot_before + 40
+
+
+@pytest.mark.slow
+def test_postgres_updates_a_row_with_a_long_vector_hot(postgres_server) -> None:
+    """Vectors of 768 dimensions are stored out of line (TOAST): a row whose offsets alone
+    change keeps its stored vector, so the update is HOT (no new HNSW entry)."""
+    from transforms.stores.base import store_table
+
+    dim = 768
+    rng = np.random.default_rng(7)
+    rows = [
+        chunk("wide", i, f"wide part {i} " * 40) | {"embedding": rng.normal(size=dim).tolist()}
+        for i in range(30)
+    ]
+    schema = store_schema(dim)
+    chunks_schema = pa.schema([schema.field(n) for n in schema.names if n != "run_id"])
+    postgres_server.psql("CREATE DATABASE wide;")
+    spec = StoreSpec(postgres_server.get_uri("wide"), "wide_chunks")
+    store = spec.open()
+    try:
+        store.prepare(dim)
+        store.upsert(store_table(pa.Table.from_pylist(rows, schema=chunks_schema), "r1", dim))
+        store.finish("r1")  # builds the HNSW index
+        moved = [r | {"start_char": r["start_char"] + 7} for r in rows]
+        before = _hot_updates(spec)
+        store.upsert(store_table(pa.Table.from_pylist(moved, schema=chunks_schema), "r2", dim))
+    finally:
+        store.close()
+    assert _hot_updates(spec, at_least=before + 30) == before + 30
+
+
+def _hot_updates(spec: StoreSpec, at_least: int = 0) -> int | None:
+    """PostgreSQL: the table's HOT updates so far (statistics arrive a moment after the
+    loading connections close, so wait up to 10 s for `at_least`)."""
+    if spec.kind != "postgresql":
+        return None
+    import psycopg
+
+    with psycopg.connect(spec.uri, autocommit=True) as conn:
+        for _ in range(100):
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            n = conn.execute(
+                "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s", (spec.table,)
+            ).fetchone()[0]
+            if n >= at_least:
+                return n
+            time.sleep(0.1)
+    return n
 
 
 def _row_versions(spec: StoreSpec) -> dict[str, str] | None:

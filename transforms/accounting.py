@@ -102,6 +102,7 @@ class DocumentChange(NamedTuple):
     change: str  # schemas.columns.CHANGE_KINDS
     chunks_added: int
     chunks_removed: int
+    chunks_updated: int = 0
 
 
 class EmbeddingReused(NamedTuple):
@@ -326,7 +327,7 @@ def _add_reused(acc: dict[str, Any], event: ChunkReused) -> None:
 
 
 def _change_totals() -> dict[str, int]:
-    return {"documents": 0, "chunks_added": 0, "chunks_removed": 0}
+    return {"documents": 0, "chunks_added": 0, "chunks_removed": 0, "chunks_updated": 0}
 
 
 def _add_change(acc: dict[str, Any], event: DocumentChange) -> None:
@@ -334,6 +335,7 @@ def _add_change(acc: dict[str, Any], event: DocumentChange) -> None:
     totals["documents"] += 1
     totals["chunks_added"] += event.chunks_added
     totals["chunks_removed"] += event.chunks_removed
+    totals["chunks_updated"] += event.chunks_updated
 
 
 def _add_cached(acc: dict[str, Any], event: EmbeddingReused) -> None:
@@ -514,7 +516,10 @@ def change_lines(report: dict[str, Any], prefix: str) -> list[str]:
             delta.append(f"+{c['chunks_added']:,}")
         if c["chunks_removed"]:
             delta.append(f"-{c['chunks_removed']:,}")
-        note = f" ({'/'.join(delta)} chunks)" if delta else ""
+        note = "/".join(delta) + " chunks" if delta else ""
+        if c.get("chunks_updated"):
+            note += (", " if note else "") + f"{c['chunks_updated']:,} updated in place"
+        note = f" ({note})" if note else ""
         parts.append(f"{c['documents']:,} {kind}{note}")
     return [f"{prefix}since --previous_output: " + ", ".join(parts)]
 

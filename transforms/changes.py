@@ -2,10 +2,11 @@
 
 One row of `changes/` per document of this run or of the previous one: added, changed,
 unchanged, removed (no longer an input) or rejected (an input, rejected this time), with the
-chunk ids to upsert (`chunks_added`) and to delete (`chunks_removed`). A document is unchanged
-when its chunk ids are the same as in the previous run (chunk ids hash the text, the offsets and
-the config, so same ids mean same chunks); a document whose text is the same but whose settings
-changed is `changed`. Without a previous run every document is `added`.
+chunk ids to upsert (`chunks_added`, and `chunks_updated`: those a changed document keeps) and to
+delete (`chunks_removed`). A chunk id names the chunk's text within its document and the config,
+not its offsets, so an edit keeps the ids of the chunks it did not touch. A document is
+unchanged when its text and its chunk ids are the previous run's; a document whose text is the
+same but whose settings changed is `changed`. Without a previous run every document is `added`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def change_row(
     if current is not None:
         if previous is None:
             change = ADDED
-        elif current_chunk_ids == previous_chunk_ids:
+        elif (
+            current_chunk_ids == previous_chunk_ids
+            and current.content_hash == previous["content_hash"]
+        ):
             change = UNCHANGED
         else:
             change = CHANGED
@@ -67,6 +71,11 @@ def change_row(
         "previous_content_hash": previous["content_hash"] if previous is not None else None,
         "chunks_added": sorted(current_chunk_ids - previous_chunk_ids),
         "chunks_removed": sorted(previous_chunk_ids - current_chunk_ids),
+        # same text, same id; where the text around it changed, its offsets (or section
+        # path, header) may have: the store rewrites those rows, and leaves identical ones be
+        "chunks_updated": sorted(current_chunk_ids & previous_chunk_ids)
+        if change == CHANGED
+        else [],
     }
 
 
@@ -90,7 +99,12 @@ class _Diff(beam.DoFn):
         yield row
         yield beam.pvalue.TaggedOutput(
             self.EVENTS,
-            DocumentChange(row["change"], len(row["chunks_added"]), len(row["chunks_removed"])),
+            DocumentChange(
+                row["change"],
+                len(row["chunks_added"]),
+                len(row["chunks_removed"]),
+                len(row["chunks_updated"]),
+            ),
         )
 
 

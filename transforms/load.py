@@ -3,9 +3,10 @@ delete (a pure choice of mode), and the Beam stages that upsert, then delete, th
 
 Full load: upsert every chunk of the run (each row tagged with its run_id), then delete every
 row of another run. Incremental load, when the store holds the run this one was rebuilt from
-(its manifest's previous_run_id): upsert only the chunks changes/ lists as added and delete
-those it lists as removed. Either way the deletes wait for all the upserts, and the store's
-record of the run it holds is written last, so a load that dies midway is redone by a rerun.
+(its manifest's previous_run_id): upsert only the chunks changes/ lists as added or updated,
+and delete those it lists as removed. Either way the deletes wait for all the upserts, and the
+store's record of the run it holds is written last, so a load that dies midway is redone by a
+rerun.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from schemas.columns import CHANGES, CHUNKS
 from transforms.common import NAMESPACE
 from transforms.incremental import PreviousRun, verified_shards
 from transforms.stores import StoreSpec
-from transforms.stores.base import CHUNK_COLUMNS, LoadState, VectorStore, store_row
+from transforms.stores.base import CHUNK_COLUMNS, LoadState, VectorStore, store_table
 
 FULL = "full"
 INCREMENTAL = "incremental"
@@ -40,6 +41,9 @@ class RunToLoad:
     previous_run_id: str | None
     embedding_dim: int
     shards: dict[str, tuple[str, ...]]
+    chunk_count: int = 0  # rows of chunks/ (chunk ids are unique in a run)
+    # changes/ of a run made before chunk ids kept across edits has no chunks_updated
+    changes_columns: tuple[str, ...] = ("chunks_added", "chunks_removed", "chunks_updated")
 
     @property
     def has_changes(self) -> bool:
@@ -80,12 +84,22 @@ def open_run(output: str) -> RunToLoad:
     )
     if CHUNKS not in shards:
         raise ValueError(f"{path} lists no chunks/ shard: nothing to load")
+    import pyarrow.parquet as pq
+
+    chunk_count = sum(_row_count(path) for path in shards[CHUNKS])
+    changes_columns = RunToLoad.changes_columns
+    if CHANGES in shards:
+        with FileSystems.open(shards[CHANGES][0]) as f:
+            held = set(pq.ParquetFile(f).schema_arrow.names)
+        changes_columns = tuple(c for c in changes_columns if c in held)
     return RunToLoad(
         output=output,
         run_id=manifest["run_id"],
         previous_run_id=manifest.get("previous_run_id"),
         embedding_dim=int(dim),
         shards=shards,
+        chunk_count=chunk_count,
+        changes_columns=changes_columns,
     )
 
 
@@ -133,36 +147,38 @@ class _Upsert(_StoreFn):
         super().__init__(spec)
         self.upserted = Metrics.counter(NAMESPACE, "chunks_upserted")
 
-    def process(self, rows: list[dict]) -> Iterator[int]:
+    def process(self, rows: Any) -> Iterator[int]:  # a pyarrow.Table of store rows
         n = self.store.upsert(rows)
         self.upserted.inc(n)
         yield n
 
 
 class _DeleteIds(_StoreFn):
-    """Batches of chunk ids -> the number deleted. The side input (the upserts' total) is
-    there so that no delete starts before every upsert is done."""
+    """Batches of chunk ids -> the number deleted, less those the run holds (`kept`). The
+    side input `upserted` (the upserts' total) is there so that no delete starts before every
+    upsert is done."""
 
     def __init__(self, spec: StoreSpec) -> None:
         super().__init__(spec)
         self.deleted = Metrics.counter(NAMESPACE, "chunks_deleted")
 
-    def process(self, chunk_ids: list[str], upserted: int) -> Iterator[int]:
-        n = self.store.delete(chunk_ids)
+    def process(self, chunk_ids: list[str], upserted: list[int], kept: list[str]) -> Iterator[int]:
+        held = set(kept)
+        n = self.store.delete([i for i in chunk_ids if i not in held])
         self.deleted.inc(n)
         yield n
 
 
 class _DeleteOtherRuns(_StoreFn):
-    """The upserts' total (one element, once they are all done) -> the rows of other runs
-    deleted."""
+    """One element, once every upsert is done (the side input `upserted`) -> the rows of other
+    runs deleted."""
 
     def __init__(self, spec: StoreSpec, run_id: str) -> None:
         super().__init__(spec)
         self.run_id = run_id
         self.deleted = Metrics.counter(NAMESPACE, "chunks_deleted")
 
-    def process(self, upserted: int) -> Iterator[int]:
+    def process(self, _: None, upserted: list[int]) -> Iterator[int]:
         n = self.store.delete_other_runs(self.run_id)
         self.deleted.inc(n)
         yield n
@@ -173,14 +189,17 @@ class StoreMismatchError(RuntimeError):
 
 
 class _RecordLoad(_StoreFn):
-    """The deletes' total -> the summary, after checking the store holds as many chunks as the
-    run and recording the run as the one it holds."""
+    """One element, once every upsert and delete is done (the side inputs: their counts per
+    batch) -> the summary, after checking the store holds as many chunks as the run and
+    recording the run as the one it holds."""
 
-    def __init__(self, spec: StoreSpec, run_id: str) -> None:
+    def __init__(self, spec: StoreSpec, run_id: str, expected: int) -> None:
         super().__init__(spec)
         self.run_id = run_id
+        self.expected = expected
 
-    def process(self, deleted: int, upserted: int, expected: int) -> Iterator[dict[str, Any]]:
+    def process(self, _: None, upserted: list[int], deleted: list[int]) -> Iterator[dict]:
+        expected = self.expected
         held = self.store.count()
         if held != expected:
             raise StoreMismatchError(
@@ -189,44 +208,105 @@ class _RecordLoad(_StoreFn):
                 "load; rerun with --full"
             )
         self.store.finish(self.run_id)
-        yield {"upserted": upserted, "deleted": deleted, "chunks": held}
+        yield {"upserted": sum(upserted), "deleted": sum(deleted), "chunks": held}
 
 
-def _chunk_id(row: dict) -> str:
-    return row["chunk_id"]
+class _ReadRows(beam.DoFn):
+    """A chunks/ shard -> its rows as the store holds them (pyarrow Tables of at most
+    `batch_size` rows): all of them, or only those whose chunk_id is in `ids` (filtered in
+    Arrow as the shard is read, so only the rows to write are converted at all)."""
 
+    def __init__(self, run_id: str, embedding_dim: int, batch_size: int) -> None:
+        self.run_id = run_id
+        self.embedding_dim = embedding_dim
+        self.batch_size = batch_size
 
-class _ReadListedChunks(beam.DoFn):
-    """A chunks/ shard -> its rows whose chunk_id is among `ids`."""
-
-    def process(self, path: str, ids: dict[str, bool]) -> Iterator[dict]:
+    def process(self, path: str, ids: list[list[str]] | None = None) -> Iterator[Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        if not ids:
-            return
-        wanted = pa.array(list(ids), type=pa.string())
+        wanted = None
+        if ids is not None:
+            wanted = pa.array([i for batch in ids for i in batch], type=pa.string())
+            if not len(wanted):
+                return
+        pending: list[Any] = []
+        held = 0
         with FileSystems.open(path) as f:
-            for batch in pq.ParquetFile(f).iter_batches(columns=list(CHUNK_COLUMNS)):
-                listed = batch.filter(pc.is_in(batch.column("chunk_id"), value_set=wanted))
-                yield from listed.to_pylist()
+            for batch in pq.ParquetFile(f).iter_batches(
+                batch_size=self.batch_size, columns=list(CHUNK_COLUMNS)
+            ):
+                if wanted is not None:
+                    batch = batch.filter(pc.is_in(batch.column("chunk_id"), value_set=wanted))
+                if batch.num_rows:
+                    pending.append(batch)
+                    held += batch.num_rows
+                while held >= self.batch_size:
+                    table = pa.Table.from_batches(pending)
+                    yield self._rows(table.slice(0, self.batch_size))
+                    rest = table.slice(self.batch_size)
+                    pending, held = rest.to_batches(), rest.num_rows
+        if held:
+            yield self._rows(pa.Table.from_batches(pending))
+
+    def _rows(self, chunks: Any) -> Any:
+        return store_table(chunks, self.run_id, self.embedding_dim)
 
 
-def _key(chunk_id: str) -> tuple[str, bool]:
-    return chunk_id, True
+def _row_count(path: str) -> int:
+    """The rows of a Parquet shard, from its footer."""
+    import pyarrow.parquet as pq
+
+    with FileSystems.open(path) as f:
+        return pq.ParquetFile(f).metadata.num_rows
 
 
-def _not_listed(chunk_id: str, ids: dict[str, bool]) -> bool:
-    return chunk_id not in ids
+class _HeldIds(beam.DoFn):
+    """A chunks/ shard -> those of `ids` (batches of ids) that it holds (its chunk_id column
+    alone is read)."""
+
+    def process(self, path: str, ids: list[list[str]]) -> Iterator[str]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        wanted = pa.array([i for batch in ids for i in batch], type=pa.string())
+        if not len(wanted):
+            return
+        with FileSystems.open(path) as f:
+            held = pq.read_table(f, columns=["chunk_id"]).column("chunk_id")
+        yield from held.filter(pc.is_in(held, value_set=wanted)).to_pylist()
 
 
-def _added(row: dict) -> list[str]:
-    return list(row["chunks_added"] or ())
+class _ReadChanges(beam.DoFn):
+    """A changes/ shard -> the ids to upsert (chunks_added and chunks_updated) and, tagged
+    REMOVED, those to delete, in lists of at most `batch_size`."""
+
+    REMOVED = "removed"
+
+    def __init__(self, columns: tuple[str, ...], batch_size: int) -> None:
+        self.columns = columns
+        self.batch_size = batch_size
+
+    def process(self, path: str) -> Iterator[Any]:
+        import pyarrow.parquet as pq
+
+        with FileSystems.open(path) as f:
+            table = pq.read_table(f, columns=list(self.columns))
+        upsert = [*_ids(table, "chunks_added"), *_ids(table, "chunks_updated")]
+        removed = _ids(table, "chunks_removed")
+        step = self.batch_size
+        for start in range(0, len(upsert), step):
+            yield upsert[start : start + step]
+        for start in range(0, len(removed), step):
+            yield beam.pvalue.TaggedOutput(self.REMOVED, removed[start : start + step])
 
 
-def _removed(row: dict) -> list[str]:
-    return list(row["chunks_removed"] or ())
+def _ids(table: Any, column: str) -> list[str]:
+    if column not in table.column_names:
+        return []
+    return table.column(column).combine_chunks().flatten().to_pylist()
 
 
 class LoadChunks(beam.PTransform):
@@ -247,76 +327,56 @@ class LoadChunks(beam.PTransform):
         self.mode = mode
         self.batch_size = batch_size
 
-    def _batches(self) -> beam.PTransform:
-        return beam.BatchElements(min_batch_size=self.batch_size, max_batch_size=self.batch_size)
-
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         run_id = self.run.run_id
-        ids = (
-            pbegin
-            | "Read chunk ids" >> self.run.read_table(CHUNKS, ["chunk_id"])
-            | "Chunk ids" >> beam.Map(_chunk_id)
-        )
-        expected = (
-            ids
-            | "Distinct ids" >> beam.Distinct()
-            | "Count chunks" >> beam.combiners.Count.Globally()
-        )
+        shards = pbegin | "Chunk shards" >> beam.Create(self.run.shards[CHUNKS])
+        read = _ReadRows(run_id, self.run.embedding_dim, self.batch_size)
         if self.mode == FULL:
-            rows = pbegin | "Read chunks" >> self.run.read_table(CHUNKS, list(CHUNK_COLUMNS))
+            batches = shards | "Read chunks" >> beam.ParDo(read)
         else:
-            changes = pbegin | "Read changes" >> self.run.read_table(
-                CHANGES, ["chunks_added", "chunks_removed"]
-            )
-            added = changes | "Added ids" >> beam.FlatMap(_added) | "Key added" >> beam.Map(_key)
-            # Filtered in Arrow as the shards are read: only the few added rows (embeddings
-            # and all) become Python dicts.
-            rows = (
+            changes = (
                 pbegin
-                | "Chunk shards" >> beam.Create(self.run.shards[CHUNKS])
-                | "Read added chunks" >> beam.ParDo(_ReadListedChunks(), beam.pvalue.AsDict(added))
+                | "Changes shards" >> beam.Create(self.run.shards[CHANGES])
+                | "Read changes"
+                >> beam.ParDo(_ReadChanges(self.run.changes_columns, self.batch_size)).with_outputs(
+                    _ReadChanges.REMOVED, main="upsert"
+                )
             )
-        upserted = (
-            rows
-            | "Store rows" >> beam.Map(store_row, run_id)
-            | "Batch rows" >> self._batches()
+            # Filtered in Arrow as the shards are read: only the rows to write are converted.
+            batches = shards | "Read listed chunks" >> beam.ParDo(
+                read, beam.pvalue.AsList(changes.upsert)
+            )
+        # Counts per batch, read whole as side inputs: a stage that takes one starts only once
+        # every batch is written (the deletes after the upserts, the record after both).
+        upserted = beam.pvalue.AsList(
+            batches
+            | "Spread batches" >> beam.Reshuffle()
             | "Upsert" >> beam.ParDo(_Upsert(self.spec))
-            | "Total upserted" >> beam.CombineGlobally(sum)
         )
         if self.mode == FULL:
-            deleted = upserted | "Delete other runs' chunks" >> beam.ParDo(
-                _DeleteOtherRuns(self.spec, run_id)
+            deleted = (
+                pbegin
+                | "Once" >> beam.Create([None])
+                | "Delete other runs' chunks"
+                >> beam.ParDo(_DeleteOtherRuns(self.spec, run_id), upserted)
             )
         else:
-            removed = (
-                changes
-                | "Removed ids" >> beam.FlatMap(_removed)
-                | "Distinct removed" >> beam.Distinct()
+            removed = changes[_ReadChanges.REMOVED]
+            # A removed id that the run still holds (listed removed by one document and
+            # added by another) was just upserted: it must stay.
+            kept = shards | "Removed but held" >> beam.ParDo(
+                _HeldIds(), beam.pvalue.AsList(removed)
             )
-            # A removed id that the run still holds (the same text now in another document,
-            # say) was just upserted: it must stay.
-            kept = (
-                ids
-                | "Removed but held"
-                >> beam.Filter(
-                    _listed_id, beam.pvalue.AsDict(removed | "Key removed" >> beam.Map(_key))
-                )
-                | "Key kept" >> beam.Map(_key)
+            deleted = removed | "Delete removed" >> beam.ParDo(
+                _DeleteIds(self.spec), upserted, beam.pvalue.AsList(kept)
             )
-            deleted = (
-                removed
-                | "Not held" >> beam.Filter(_not_listed, beam.pvalue.AsDict(kept))
-                | "Batch ids" >> self._batches()
-                | "Delete removed"
-                >> beam.ParDo(_DeleteIds(self.spec), beam.pvalue.AsSingleton(upserted))
-                | "Total deleted" >> beam.CombineGlobally(sum)
+        return (
+            pbegin
+            | "At the end" >> beam.Create([None])
+            | "Record the load"
+            >> beam.ParDo(
+                _RecordLoad(self.spec, run_id, self.run.chunk_count),
+                upserted,
+                beam.pvalue.AsList(deleted),
             )
-        return deleted | "Record the load" >> beam.ParDo(
-            _RecordLoad(self.spec, run_id),
-            beam.pvalue.AsSingleton(upserted),
-            beam.pvalue.AsSingleton(expected),
         )
-
-
-def _listed_id(chunk_id: str, ids: dict[str, bool]) -> bool:
-    return chunk_id in ids

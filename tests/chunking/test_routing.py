@@ -96,6 +96,26 @@ def test_chunk_ids_are_stable_and_config_bound():
     assert len(set(ids_a)) == len(ids_a)
 
 
+def test_an_edit_keeps_the_ids_of_the_chunks_it_did_not_touch():
+    """A sentence more at the top of a page: its first chunk changes; the chunks after it have
+    the same texts, new offsets and the same ids. Identical texts get distinct ids, and the
+    same text in another document another id."""
+    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, chunk_overlap=0))
+    before = chunker.chunk_document(doc(TEXT))
+    after = chunker.chunk_document(doc("One sentence more. " + TEXT))
+    assert before[0].chunk_id != after[0].chunk_id
+    kept = {c.chunk_id: c for c in after[1:]}
+    assert [c.chunk_id for c in before[1:]] == list(kept)
+    for old in before[1:]:
+        new = kept[old.chunk_id]
+        assert new.text == old.text and new.start_char == old.start_char + 19
+    repeated = "\n\n".join(["The same paragraph, said again and again, word for word."] * 40)
+    ids = [c.chunk_id for c in chunker.chunk_document(doc(repeated))]
+    assert len(set(ids)) == len(ids)
+    elsewhere = {c.chunk_id for c in chunker.chunk_document(doc(TEXT, doc_id="d2"))}
+    assert not elsewhere & {c.chunk_id for c in before}
+
+
 def test_chunk_documents_transform_with_a_failing_document():
     good = doc(TEXT, doc_id="good")
     broken = Document("bad", "/c/bad", "text", 12345, "h")  # not a string: the chunker raises

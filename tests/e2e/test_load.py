@@ -56,11 +56,16 @@ def test_a_rebuild_loads_incrementally_to_exactly_its_chunks(
     changes = rows(night2, "changes")
     added = {i for c in changes for i in c["chunks_added"]}
     removed = {i for c in changes for i in c["chunks_removed"]}
+    # b.txt's chunks whose text the edit in its middle did not touch keep their ids
+    updated = {i for c in changes for i in c["chunks_updated"]}
+    assert updated and not updated & (added | removed)
+    assert {c["change"] for c in changes if c["chunks_updated"]} == {"changed"}
     out = capsys.readouterr().out
     # only what changes/ lists is written and deleted
-    assert f"upserted {len(added)}, deleted {len(removed - added)}, mode incremental" in out
+    n = len(added | updated)
+    assert f"upserted {n}, deleted {len(removed - added)}, mode incremental" in out
     chunks2 = rows(night2, "chunks")
-    assert 0 < len(added) < len(chunks2)
+    assert 0 < n < len(chunks2)
     assert_holds_exactly(store, chunks2)
     assert any(c["is_parent"] for c in chunks2)  # parents are there, without a vector
     gone = {c["chunk_id"] for c in rows(night1, "chunks")} - {c["chunk_id"] for c in chunks2}

@@ -73,6 +73,7 @@ def test_changes_say_what_a_store_must_upsert_and_delete(tmp_path):
         "documents": 1,
         "chunks_added": 0,
         "chunks_removed": len(changes["c.py"]["chunks_removed"]),
+        "chunks_updated": 0,
     }
     assert r["documents_removed"] == 1
     line = (

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from schemas.records import Chunk, Document, Reject, stable_hash
+from schemas.records import Chunk, Document, Reject, content_hash, stable_hash
 from transforms import accounting, progress
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import ChunkTimeout, time_limit
@@ -204,16 +204,23 @@ class DocumentChunker:
         ids: list[str] = []
         chunks: list[Chunk] = []
         parents = {p for _, p in spans if p is not None}
+        seen: dict[tuple[str, bool], int] = {}
         for index, (span, parent) in enumerate(spans):
             is_parent = parent is None and (
                 self.config.parent_chunk_size is not None or index in parents
             )
+            text = doc.text[span.start : span.end]
+            # The id names the chunk's text within its document (the n-th chunk of that text),
+            # not its offsets: an edit elsewhere in the document keeps it, so a vector store
+            # updates the row's offsets in place instead of deleting and re-inserting it.
+            text_hash = content_hash(text)
+            occurrence = seen.get((text_hash, is_parent), 0)
+            seen[(text_hash, is_parent)] = occurrence + 1
             chunk_id = stable_hash(
                 "chunk",
                 doc.doc_id,
-                doc.content_hash,
-                span.start,
-                span.end,
+                text_hash,
+                occurrence,
                 is_parent,
                 self.config.config_fingerprint,
             )
@@ -226,7 +233,7 @@ class DocumentChunker:
                     doc_type=doc.doc_type,
                     language=doc.language,
                     chunk_index=index,
-                    text=doc.text[span.start : span.end],
+                    text=text,
                     start_char=span.start,
                     end_char=span.end,
                     token_count=span.token_count,

@@ -72,12 +72,14 @@ def check_table_name(table: str) -> str:
     return table
 
 
-def store_row(chunk: dict, run_id: str) -> dict:
-    """A chunks/ row (as read from Parquet) -> the row a store holds."""
-    row = {name: chunk[name] for name in CHUNK_COLUMNS}
-    row["section_path"] = list(chunk["section_path"] or ())
-    row[RUN_ID.name] = run_id
-    return row
+def store_table(chunks: pa.RecordBatch | pa.Table, run_id: str, embedding_dim: int) -> pa.Table:
+    """Rows of chunks/ (as read from Parquet, at least CHUNK_COLUMNS) -> the rows a store
+    holds (store_schema), each tagged with `run_id`. Stays in Arrow: embeddings never become
+    Python floats."""
+    schema = store_schema(embedding_dim)
+    columns = [chunks.column(name) for name in CHUNK_COLUMNS]
+    columns.append(pa.array([run_id] * chunks.num_rows, type=pa.string()))
+    return pa.Table.from_arrays(columns, names=list(STORE_COLUMNS)).cast(schema)
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,9 @@ class VectorStore(ABC):
         """Record that a load of `run_id` has begun (before its first write)."""
 
     @abstractmethod
-    def upsert(self, rows: Sequence[dict]) -> int:
-        """Insert or replace `rows` (STORE_COLUMNS) by chunk_id; the number of rows sent."""
+    def upsert(self, rows: pa.Table) -> int:
+        """Insert or replace `rows` (store_schema; ids unique) by chunk_id, leaving a row
+        that is already identical untouched; the number of rows sent."""
 
     @abstractmethod
     def delete(self, chunk_ids: Sequence[str]) -> int:

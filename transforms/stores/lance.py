@@ -120,9 +120,8 @@ class LanceStore(VectorStore):
             }
         )
 
-    def upsert(self, rows: Sequence[dict]) -> int:
-        schema = self.chunks.schema
-        batch = pa.Table.from_pylist(list(rows), schema=schema)
+    def upsert(self, rows: pa.Table) -> int:
+        batch = rows.cast(self.chunks.schema)
         (
             self.chunks.merge_insert("chunk_id")
             .when_matched_update_all()
@@ -130,7 +129,7 @@ class LanceStore(VectorStore):
             # keep the null embeddings of parent chunks null (the default refuses them)
             .execute(batch, on_bad_vectors="null")
         )
-        return len(rows)
+        return rows.num_rows
 
     def delete(self, chunk_ids: Sequence[str]) -> int:
         if not chunk_ids:
