@@ -10,9 +10,12 @@ of the run the store holds).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -125,37 +128,66 @@ def _summary_of(result: PipelineResult) -> dict[str, int]:
     return totals
 
 
+@contextlib.contextmanager
+def load_lock(spec: StoreSpec) -> Iterator[None]:
+    """One load at a time into a table: held from the first look at the store to the last
+    count, so that a second load fails at once, naming the table, instead of mixing its
+    upserts and deletes with the first's. PostgreSQL: an advisory lock of the launcher's
+    session (gone with its connection, even if the process is killed). LanceDB: a lock file
+    beside the table's folder, as `--output` has (pipelines/output_lock.py)."""
+    label = f"--table={spec.table} in {spec.uri}"
+    if spec.kind == "lancedb":
+        from pipelines.output_lock import OutputLock
+
+        with OutputLock(os.path.join(spec.uri[len("lancedb://") :], spec.table), label, "load"):
+            yield
+        return
+    store = spec.open()
+    try:
+        if not store.try_lock():
+            raise ValueError(
+                f"{label} is in use by another load (another session holds its advisory lock); "
+                "wait for it to end"
+            )
+        yield
+    finally:
+        store.close()
+
+
 def run(argv: list[str] | None = None) -> PipelineResult | None:
     """Load DIR into --to; None when the store already holds DIR's run (nothing to do)."""
     from pipelines.chunk_corpus import check_runner
 
     args, beam_args = parse(sys.argv[1:] if argv is None else argv)
-    check_runner(PipelineOptions(beam_args))  # the DaskRunner drops BatchElements' batches
+    check_runner(PipelineOptions(beam_args))  # refuses the DaskRunner, as the job does
     started = time.time()
     loaded = open_run(args.dir)
     spec = StoreSpec(args.to, args.table)
-    store = spec.open()
-    try:
-        store.prepare(loaded.embedding_dim)
-        mode, why = choose_mode(store.state(), loaded, full=args.full)
-        if mode == CURRENT:
-            print(
-                summary({"upserted": 0, "deleted": 0, "chunks": store.count()}, mode, why, 0, spec)
-            )
-            return None
-        # Before the first write: a later load sees this one unfinished until it records itself.
-        store.begin(loaded.run_id)
-    finally:
-        store.close()
-    result = _run_pipeline(loaded, spec, mode, args.batch_size, beam_args)
-    totals = _summary_of(result)
-    held = spec.open()
-    try:
-        totals["chunks"] = held.count()
-    finally:
-        held.close()
-    print(summary(totals, mode, why, time.time() - started, spec))
-    return result
+    with load_lock(spec):
+        store = spec.open()
+        try:
+            store.prepare(loaded.embedding_dim)
+            mode, why = choose_mode(store.state(), loaded, full=args.full)
+            if mode == CURRENT:
+                print(
+                    summary(
+                        {"upserted": 0, "deleted": 0, "chunks": store.count()}, mode, why, 0, spec
+                    )
+                )
+                return None
+            # Before the first write: a later load sees this one unfinished until it records itself.
+            store.begin(loaded.run_id)
+        finally:
+            store.close()
+        result = _run_pipeline(loaded, spec, mode, args.batch_size, beam_args)
+        totals = _summary_of(result)
+        held = spec.open()
+        try:
+            totals["chunks"] = held.count()
+        finally:
+            held.close()
+        print(summary(totals, mode, why, time.time() - started, spec))
+        return result
 
 
 def _run_pipeline(

@@ -44,14 +44,16 @@ def _alive(pid: int) -> bool:
 class OutputLock:
     """`with OutputLock(output):` holds the lock of `output` for the block."""
 
-    def __init__(self, output: str) -> None:
+    def __init__(self, output: str, label: str | None = None, holder: str = "run") -> None:
         self.output = output
         self.path = None if "://" in output else lock_path(output)
+        self.label = label or f"--output {output}"  # what the messages name
+        self.holder = holder  # what holds it: a "run", a "load"
         self._held = False
 
     def __enter__(self) -> OutputLock:
         if self.path is None:
-            logging.info("--output %s is not local: no lock against a second run", self.output)
+            logging.info("%s is not local: no lock against a second %s", self.label, self.holder)
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         owner = {
@@ -69,7 +71,7 @@ class OutputLock:
                 json.dump(owner, f)
             self._held = True
             return self
-        raise OutputLocked(f"--output {self.output}: could not take the lock {self.path}")
+        raise OutputLocked(f"{self.label}: could not take the lock {self.path}")
 
     def _take_over_if_stale(self) -> None:
         assert self.path is not None
@@ -81,16 +83,17 @@ class OutputLock:
         pid, host = holder.get("pid"), holder.get("host")
         if isinstance(pid, int) and host == socket.gethostname() and not _alive(pid):
             logging.warning(
-                "--output %s: taking over the lock of run %s, which ended without releasing it",
-                self.output,
+                "%s: taking over the lock of %s %s, which ended without releasing it",
+                self.label,
+                self.holder,
                 pid,
             )
             os.unlink(self.path)
             return
         raise OutputLocked(
-            f"--output {self.output} is in use by another run (pid {pid} on {host}, since "
-            f"{holder.get('started_at')}); wait for it, or remove {self.path} if that run is "
-            "gone"
+            f"{self.label} is in use by another {self.holder} (pid {pid} on {host}, since "
+            f"{holder.get('started_at')}); wait for it, or remove {self.path} if that "
+            f"{self.holder} is gone"
         )
 
     def __exit__(

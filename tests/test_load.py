@@ -372,6 +372,22 @@ def test_a_load_that_dies_midway_is_redone_by_a_rerun(
 
 
 @pytest.mark.slow
+def test_a_second_load_into_the_same_table_is_refused(
+    store: StoreSpec, tmp_path: Path, capsys
+) -> None:
+    """While one load holds the table (PostgreSQL: its advisory lock; LanceDB: the lock file
+    beside the table), another fails at once, naming the table, and writes nothing."""
+    run_a = write_run(str(tmp_path / "a"), RUN_A, "run-a")
+    refused = r"--table=corpus_chunks in .* is in use by another load"
+    with load.load_lock(store), pytest.raises(ValueError, match=refused):
+        _load(run_a, store)
+    _load(run_a, store)  # released: this load goes ahead
+    # the refused one had not begun: this one finds the store empty
+    assert "mode full (the store holds no run yet)" in capsys.readouterr().out
+    assert_holds_exactly(store, RUN_A)
+
+
+@pytest.mark.slow
 def test_a_half_done_load_of_a_third_run_forces_a_full_load(
     store: StoreSpec, tmp_path: Path, monkeypatch, capsys
 ) -> None:

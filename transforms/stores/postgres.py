@@ -20,6 +20,7 @@ from transforms.stores.base import (
     store_schema,
 )
 
+LOCK_NAMESPACE = "corpus_chunker_load"  # with the table name, the key of a load's advisory lock
 INSTALL = "pip install 'corpus-chunker[load]' (psycopg[binary] and pgvector)"
 
 
@@ -187,6 +188,16 @@ class PostgresStore(VectorStore):
                 f"--table={self.table} exists with {found}, and this run's embeddings are "
                 f"{expected}: load it into another --table"
             )
+
+    def try_lock(self) -> bool:
+        """Take the table's load lock (a session-level advisory lock: PostgreSQL releases it
+        when this connection closes, also when its process is killed); False when another
+        session holds it."""
+        held = self.conn.execute(
+            "SELECT pg_try_advisory_lock(hashtext(%s), hashtext(%s))", (LOCK_NAMESPACE, self.table)
+        ).fetchone()[0]
+        self.conn.commit()
+        return bool(held)
 
     def state(self) -> LoadState:
         row = self.conn.execute(
