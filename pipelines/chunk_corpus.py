@@ -132,7 +132,11 @@ def build_pipeline(
     )
     previous = None if config.estimate else previous_run(config.previous_output, config.fingerprint)
     tables = read_previous(p, previous) if previous is not None else None
-    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(previous, tables)
+    # documents rejected at reading or extraction for a reason that may pass are kept
+    early_rejects = merge("Early rejects", read.rejects, extracted.rejects)
+    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(
+        previous, tables, early_rejects
+    )
     chunked = rebuild.changed | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer
     )
@@ -149,9 +153,7 @@ def build_pipeline(
         )
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
-    rejects = merge(
-        "All rejects", read.rejects, extracted.rejects, chunked.rejects, embedded.rejects
-    )
+    rejects = merge("All rejects", early_rejects, chunked.rejects, embedded.rejects)
     documents = merge("All documents", chunked.documents, rebuild.unchanged)
     changes = ChangeInputs(documents, chunks, rejects) | "Changes" >> ChangeLog(
         tables, rebuild.reused_rows

@@ -27,7 +27,10 @@ CHANGED = "changed"  # in it, with other text: its chunks were made again
 UNCHANGED = "unchanged"  # in it, with the same text: its chunks were copied
 REMOVED = "removed"  # in it, not among this run's inputs
 REJECTED = "rejected"  # in it, among this run's inputs, rejected this time
-CHANGE_KINDS = (ADDED, CHANGED, UNCHANGED, REMOVED, REJECTED)
+# in it, among this run's inputs, rejected this time for a reason that may pass (a time limit on
+# a busy machine): its text and chunks are carried over from the previous run
+KEPT = "kept"
+CHANGE_KINDS = (ADDED, CHANGED, UNCHANGED, REMOVED, REJECTED, KEPT)
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     CHANGES: (
         _SHARED["doc_id"],
         _c("source", pa.string(), "input path or URI (the previous run's, if removed)", False),
-        _c("change", pa.string(), "added, changed, unchanged, removed or rejected", False),
+        _c("change", pa.string(), "added, changed, unchanged, removed, rejected or kept", False),
         _c("content_hash", pa.string(), "sha256 of the text in this run; null if none"),
         _c("previous_content_hash", pa.string(), "sha256 of the text in --previous_output"),
         _c(

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from schemas.columns import CHANGE_KINDS
+from schemas.columns import CHANGE_KINDS, KEPT
 from schemas.records import Chunk, Document, Reject
 
 # Stat events: small typed records (tuples underneath, so the shuffle stays small), one type
@@ -511,6 +511,8 @@ def change_lines(report: dict[str, Any], prefix: str) -> list[str]:
     parts = []
     for kind in CHANGE_KINDS:
         c = changes.get(kind, _change_totals())
+        if kind == KEPT and not c["documents"]:
+            continue  # rare: said only when it happened
         delta = []
         if c["chunks_added"]:
             delta.append(f"+{c['chunks_added']:,}")
@@ -519,6 +521,8 @@ def change_lines(report: dict[str, Any], prefix: str) -> list[str]:
         note = "/".join(delta) + " chunks" if delta else ""
         if c.get("chunks_updated"):
             note += (", " if note else "") + f"{c['chunks_updated']:,} updated in place"
+        if kind == KEPT:
+            note = "rejected this time; the previous run's text and chunks carried over"
         note = f" ({note})" if note else ""
         parts.append(f"{c['documents']:,} {kind}{note}")
     return [f"{prefix}since --previous_output: " + ", ".join(parts)]

@@ -6,7 +6,10 @@ chunk ids to upsert (`chunks_added`, and `chunks_updated`: those a changed docum
 delete (`chunks_removed`). A chunk id names the chunk's text within its document and the config,
 not its offsets, so an edit keeps the ids of the chunks it did not touch. A document is
 unchanged when its text and its chunk ids are the previous run's; a document whose text is the
-same but whose settings changed is `changed`. Without a previous run every document is `added`.
+same but whose settings changed is `changed`. A document rejected this time for a reason that may
+pass (TRANSIENT_REJECTS: a time limit) is `kept`: the previous run's text and chunks are carried
+over (transforms/incremental.py), so one busy night does not empty it from the index. Without a
+previous run every document is `added`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from schemas.columns import ADDED, CHANGED, REJECTED, REMOVED, UNCHANGED
+from schemas.columns import ADDED, CHANGED, KEPT, REJECTED, REMOVED, UNCHANGED
 from schemas.records import Chunk, Document, Reject
 from transforms.accounting import DocumentChange
 
@@ -48,7 +51,9 @@ def change_row(
     """The row of one document, or None for one that neither run holds (a reject of this run
     alone, which rejects/ lists)."""
     if current is not None:
-        if previous is None:
+        if rejected and previous is not None:  # rejected, and carried over (incremental.py)
+            change = KEPT
+        elif previous is None:
             change = ADDED
         elif (
             current_chunk_ids == previous_chunk_ids

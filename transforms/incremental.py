@@ -2,7 +2,11 @@
 
 A document is unchanged when the previous run (same config fingerprint) holds the same doc_id
 with the same content_hash. Its chunks (embeddings included) are copied from the previous
-output instead of being chunked and embedded again; everything else is rebuilt. A previous run
+output instead of being chunked and embedded again; everything else is rebuilt. A document the
+previous run holds that is rejected this time for a reason that may pass (TRANSIENT_REJECTS:
+its extraction ran over the time limit, say on a busy night) is kept: the previous run's
+document row and chunks are carried over, beside its reject row, so that the index does not
+lose it for one night. A previous run
 of another config reuses no chunk, but still gives the change log (transforms/changes.py) and
 the vectors of identical embedded texts (the embedding cache, transforms/embed.py).
 """
@@ -21,13 +25,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquet, ReadFromParquet
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
-from schemas.records import Document
+from schemas.records import Document, Reject
 from transforms import progress
 from transforms.accounting import ChunkReused, DocumentUnchanged, file_inventory
 from transforms.changes import PreviousTables
 from transforms.common import NAMESPACE
 
 UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
+# (stage, reason) of the rejects that may not happen again on a rerun: the document is kept
+TRANSIENT_REJECTS = frozenset({("extract", "extract_timeout")})
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,40 @@ class ReuseChunks(beam.PTransform):
         )
 
 
+def _transient_id(reject: Reject) -> Iterator[tuple[str, bool]]:
+    if reject.doc_id and (reject.stage, reject.reason) in TRANSIENT_REJECTS:
+        yield reject.doc_id, True
+
+
+def _carried(item: tuple[str, dict]) -> Iterator[Document]:
+    _, grouped = item
+    if list(grouped["rejected"]):
+        for row in grouped["previous"]:
+            yield Document(**row)
+
+
+class KeepTransientRejects(beam.PTransform):
+    """Rejects of this run -> the previous run's Documents of those rejected for a reason that
+    may pass (TRANSIENT_REJECTS), which that run holds."""
+
+    def __init__(self, previous: PreviousRun) -> None:
+        super().__init__()
+        self.previous = previous
+
+    def expand(self, rejects: beam.PCollection) -> beam.PCollection:
+        documents = (
+            rejects.pipeline
+            | "Read previous document rows" >> self.previous.read_table(DOCUMENTS)
+            | "Key previous rows" >> beam.Map(lambda row: (row["doc_id"], row))
+        )
+        rejected = rejects | "Transient rejects" >> beam.FlatMap(_transient_id)
+        return (
+            {"rejected": rejected, "previous": documents}
+            | "Join kept" >> beam.CoGroupByKey()
+            | "Previous documents" >> beam.FlatMap(_carried)
+        )
+
+
 def _unchanged_event(doc: Document) -> DocumentUnchanged:
     return DocumentUnchanged(doc.doc_type)
 
@@ -246,7 +286,8 @@ def _reused_event(row: dict) -> ChunkReused:
 
 class RebuildResult(NamedTuple):
     changed: beam.PCollection  # Document: to chunk and embed
-    unchanged: beam.PCollection | None  # Document whose chunks are reused; None: no reuse
+    # Document whose chunks are reused (unchanged or kept: transient rejects); None: no reuse
+    unchanged: beam.PCollection | None
     reused_rows: beam.PCollection | None  # chunk rows (dicts) copied from the previous run
     events: beam.PCollection | None  # accounting events of the above
     # The previous run's chunk rows not copied (the embedding cache's); None: no previous run
@@ -258,10 +299,16 @@ class ReuseUnchanged(beam.PTransform):
     on to be chunked, and what did not keeps the previous run's chunk rows; without one,
     everything is changed."""
 
-    def __init__(self, previous: PreviousRun | None, tables: PreviousTables | None) -> None:
+    def __init__(
+        self,
+        previous: PreviousRun | None,
+        tables: PreviousTables | None,
+        rejects: beam.PCollection | None = None,
+    ) -> None:
         super().__init__()
         self.previous = previous if previous is not None and previous.reusable else None
         self.tables = tables
+        self.rejects = rejects  # this run's rejects so far: its transient ones are kept
 
     def expand(self, docs: beam.PCollection) -> RebuildResult:
         if self.tables is None:
@@ -269,11 +316,13 @@ class ReuseUnchanged(beam.PTransform):
         if self.previous is None:  # another config: nothing reused but the vectors
             return RebuildResult(docs, None, None, None, self.tables.chunks)
         routed = docs | "Split unchanged" >> SplitUnchanged(self.previous, self.tables.documents)
-        copied = routed.unchanged | "Reuse chunks" >> ReuseChunks(self.tables.chunks)
+        reused = routed.unchanged
+        if self.rejects is not None:
+            kept = self.rejects | "Keep transient rejects" >> KeepTransientRejects(self.previous)
+            reused = (routed.unchanged, kept) | "Unchanged and kept" >> beam.Flatten()
+        copied = reused | "Reuse chunks" >> ReuseChunks(self.tables.chunks)
         events = (
             routed.unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
             copied.reused | "Reused events" >> beam.Map(_reused_event),
         ) | "Rebuild events" >> beam.Flatten()
-        return RebuildResult(
-            routed.changed, routed.unchanged, copied.reused, events, copied[OTHERS]
-        )
+        return RebuildResult(routed.changed, reused, copied.reused, events, copied[OTHERS])

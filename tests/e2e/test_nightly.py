@@ -226,3 +226,45 @@ def test_a_bundle_retried_by_the_runner_writes_every_chunk_once(tmp_path, monkey
         assert set(ids) == _ids(clean)
         assert report(out)["chunks"] == report(clean)["chunks"]
         assert len(rows(out, "documents")) == len(rows(clean, "documents"))
+
+
+def test_a_page_that_times_out_one_night_is_kept(tmp_path):
+    """Night 2's extraction of page.html runs over its time limit (a busy machine): the page
+    is rejected `extract_timeout` and, since night 1 holds it, kept: its document row and
+    chunks are carried over, so a store following changes/ keeps it. The accounting balances
+    (it counts as rejected). Night 3, with time enough, finds it unchanged."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "page.html").write_text(
+        "<html><head><title>Page</title></head><body><main><h1>Page</h1>"
+        + "<p>A paragraph of the page, long enough to be kept as content. </p>" * 20
+        + "</main></body></html>"
+    )
+    (corpus / "a.md").write_text("# Alpha\n\nThe first document. " * 20)
+    flags = ["--input", str(corpus / "*"), *NO_MODEL]
+    night1, night2, night3 = (str(tmp_path / f"night{i}") for i in (1, 2, 3))
+    run([*flags, "--output", night1])
+    run([*flags, "--output", night2, "--previous_output", night1, "--extract_timeout_s=1e-6"])
+
+    (reject,) = rows(night2, "rejects")
+    assert (reject["stage"], reject["reason"]) == ("extract", "extract_timeout")
+    changes = {os.path.basename(c["source"]): c for c in rows(night2, "changes")}
+    assert changes["page.html"]["change"] == "kept"
+    assert changes["page.html"]["chunks_removed"] == changes["page.html"]["chunks_added"] == []
+    page = {c["chunk_id"]: c for c in rows(night1, "chunks") if c["source"].endswith(".html")}
+    kept = {c["chunk_id"]: c for c in rows(night2, "chunks") if c["source"].endswith(".html")}
+    assert page and kept == page  # the same rows, as written the night before
+    documents = {d["doc_id"]: d for d in rows(night2, "documents")}
+    assert documents[reject["doc_id"]]["text"] == next(
+        d["text"] for d in rows(night1, "documents") if d["doc_id"] == reject["doc_id"]
+    )
+    r = report(night2)
+    assert r["balanced"] and r["documents_rejected"] == 1 and r["documents_unchanged"] == 1
+    assert "1 kept (rejected this time; the previous run's text and chunks carried over)" in (
+        summary(r, night2, 1.0)
+    )
+
+    run([*flags, "--output", night3, "--previous_output", night2])
+    assert rows(night3, "rejects") == []
+    assert {c["change"] for c in rows(night3, "changes")} == {"unchanged"}
+    assert {c["chunk_id"] for c in rows(night3, "chunks")} == _ids(night1)
