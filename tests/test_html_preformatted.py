@@ -1,4 +1,5 @@
-"""Every <pre> is a fenced code block (real pages: zlib's how-to, PostgreSQL 15's SET)."""
+"""Every <pre> is a fenced code block, and only a <pre> (real pages: zlib's how-to, PostgreSQL 15's
+SET and REVOKE)."""
 
 import gzip
 import os
@@ -27,3 +28,13 @@ def test_a_synopsis_is_code_not_escaped_markdown():
     text = html_to_markdown(_page("postgresql15-sql-set.html.gz")).text
     assert "```\nSET [ SESSION | LOCAL ] configuration_parameter { TO | = }" in text
     assert "\\[" not in text.split("## Description")[0]
+
+
+def test_inline_code_over_two_lines_stays_inline():
+    text = html_to_markdown(_page("postgresql15-sql-revoke.html.gz")).text
+    # Before: "The ```\nREVOKE ALL\n    PRIVILEGES\n```\n forms": the lone fence line opened a
+    # code block, every later fence was read inverted and "## Compatibility" was code.
+    assert "The `REVOKE ALL PRIVILEGES` forms will issue a warning" in text
+    assert [s.path[-1] for s in markdown_sections(text)] == [
+        "REVOKE", "Synopsis", "Description", "Notes", "Examples", "Compatibility"
+    ]  # fmt: skip

@@ -91,6 +91,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
     _drop_navigation_lines(tree)
+    _inline_code_on_one_line(tree)
     _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
@@ -270,6 +271,28 @@ def _drop_navigation_lines(tree: HtmlElement) -> None:
             rest = rest.replace(anchor.text_content(), " ", 1)
         if _NAVIGATION_WORDS.fullmatch(rest):
             block.drop_tree()
+
+
+_INLINE_CODE = ("code", "tt", "kbd", "samp")
+
+
+def _inline_code_on_one_line(tree: HtmlElement) -> None:
+    """Collapse the whitespace of inline code (outside ``<pre>``) as a browser shows it.
+
+    trafilatura fences a ``<code>`` whose text holds a newline (```` ``` ```` on lines of their
+    own, in the middle of a paragraph): DocBook wraps long commands over lines
+    (``<code class="command">REVOKE ALL\n    PRIVILEGES</code>`` on PostgreSQL's REVOKE
+    page, 74 of its 189 reference pages have one). The lone fence line opens a code block
+    that swallows the text after it, and every later fence and heading is read inverted.
+    """
+    for code in list(tree.iter(*_INLINE_CODE)):
+        if any(a.tag == "pre" for a in code.iterancestors()):
+            continue
+        for node in code.iter():
+            if node.text and "\n" in node.text:
+                node.text = re.sub(r"\s+", " ", node.text)
+            if node is not code and node.tail and "\n" in node.tail:
+                node.tail = re.sub(r"\s+", " ", node.tail)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:
