@@ -22,7 +22,7 @@ from apache_beam.metrics import Metrics
 
 from schemas.columns import CHANGES, CHUNKS
 from transforms.common import NAMESPACE
-from transforms.incremental import PreviousRun, verified_shards
+from transforms.incremental import verified_shards
 from transforms.stores import StoreSpec
 from transforms.stores.base import CHUNK_COLUMNS, LoadState, VectorStore, store_table
 
@@ -48,10 +48,6 @@ class RunToLoad:
     @property
     def has_changes(self) -> bool:
         return CHANGES in self.shards
-
-    def read_table(self, table: str, columns: list[str] | None = None) -> beam.PTransform:
-        """A read of exactly the shards of `table` the manifest lists."""
-        return PreviousRun(self.output, "", self.shards).read_table(table, columns)
 
 
 def open_run(output: str) -> RunToLoad:
@@ -155,7 +151,7 @@ class _Upsert(_StoreFn):
 
 class _DeleteIds(_StoreFn):
     """Batches of chunk ids -> the number deleted, less those the run holds (`kept`). The
-    side input `upserted` (the upserts' total) is there so that no delete starts before every
+    side input `upserted` (the upserts' counts) is there so that no delete starts before every
     upsert is done."""
 
     def __init__(self, spec: StoreSpec) -> None:
@@ -199,7 +195,7 @@ class _RecordLoad(_StoreFn):
         self.expected = expected
 
     def process(self, _: None, upserted: list[int], deleted: list[int]) -> Iterator[dict]:
-        expected = self.expected
+        expected = self.expected  # in the message below
         held = self.store.count()
         if held != expected:
             raise StoreMismatchError(
@@ -226,11 +222,9 @@ class _ReadRows(beam.DoFn):
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        wanted = None
-        if ids is not None:
-            wanted = pa.array([i for batch in ids for i in batch], type=pa.string())
-            if not len(wanted):
-                return
+        wanted = None if ids is None else _id_array(ids)
+        if wanted is not None and not len(wanted):
+            return
         pending: list[Any] = []
         held = 0
         with FileSystems.open(path) as f:
@@ -254,6 +248,13 @@ class _ReadRows(beam.DoFn):
         return store_table(chunks, self.run_id, self.embedding_dim)
 
 
+def _id_array(batches: list[list[str]]) -> Any:
+    """Batches of chunk ids (a side input) -> one pyarrow string array, for pc.is_in."""
+    import pyarrow as pa
+
+    return pa.array([i for batch in batches for i in batch], type=pa.string())
+
+
 def _row_count(path: str) -> int:
     """The rows of a Parquet shard, from its footer."""
     import pyarrow.parquet as pq
@@ -267,11 +268,10 @@ class _HeldIds(beam.DoFn):
     alone is read)."""
 
     def process(self, path: str, ids: list[list[str]]) -> Iterator[str]:
-        import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        wanted = pa.array([i for batch in ids for i in batch], type=pa.string())
+        wanted = _id_array(ids)
         if not len(wanted):
             return
         with FileSystems.open(path) as f:

@@ -157,6 +157,7 @@ class PostgresStore(VectorStore):
         except psycopg.OperationalError as e:
             raise ValueError(f"--to: cannot connect to PostgreSQL: {e}".strip()) from e
         self._vectors = False
+        self._staged = False  # the session's staging table exists
 
     def _vector_type(self) -> None:
         if not self._vectors:
@@ -226,12 +227,14 @@ class PostgresStore(VectorStore):
         ]
         dim = rows.schema.field("embedding").type.list_size
         with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.execute(staging_sql(self.table))
+            if not self._staged:
+                cur.execute(staging_sql(self.table))
             with cur.copy(copy_sql(self.table)) as copy:
                 copy.set_types(_copy_types(dim))
                 for row in zip(*columns, strict=True):
                     copy.write_row(row)
             cur.execute(upsert_sql(self.table))
+        self._staged = True  # committed with the batch (a rolled-back batch creates it again)
         return rows.num_rows
 
     def delete(self, chunk_ids: Sequence[str]) -> int:
