@@ -28,7 +28,7 @@ from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.read import ReadConfig, has_wildcard, literal_folder
 
-CONFIG_VERSION = 4  # bump when a code change alters output for the same flags
+CONFIG_VERSION = 5  # bump when a code change alters output for the same flags
 
 
 class ChunkCorpusOptions(PipelineOptions):
@@ -122,7 +122,8 @@ class ChunkCorpusOptions(PipelineOptions):
             "--context",
             default="path",
             choices=["none", "path", "llm"],
-            help="Contextual header before each chunk: none, path (title and section path), "
+            help="Contextual header before each chunk: none, path (folder and file name, "
+            "title and section path, e.g. 'postgresql/sql-vacuum.html > VACUUM > Description'), "
             "or llm (one line written by a chat model). Default path.",
         )
         g.add_argument(

@@ -233,9 +233,29 @@ def test_reserved_tokens_and_cost() -> None:
 
 def test_path_header_prose_drops_a_first_heading_equal_to_the_title() -> None:
     chunk = make_chunk("x", section_path=("Widget Manual", "Installation", "Linux", "Debian"))
-    assert path_header(chunk) == "Widget Manual > Installation > Linux > Debian"
+    assert path_header(chunk) == "guide/widget.md > Widget Manual > Installation > Linux > Debian"
     # no title: the file with its folder (a bare "copyright" or "changelog" says nothing)
     assert path_header(make_chunk("x", title=None, section_path=())) == "guide/widget.md"
+    untitled = make_chunk("x", title=None, section_path=("Install",))
+    assert path_header(untitled) == "guide/widget.md > Install"
+
+
+def test_path_header_prose_starts_with_where_the_document_is() -> None:
+    # The folder and file name name what a title often does not: the product a page documents
+    # ("postgresql/"), the command it is about ("sql-vacuum"); see README, Measuring retrieval.
+    chunk = make_chunk(
+        "x",
+        source="gs://bucket/postgresql/sql-vacuum.html?generation=3#frag",
+        doc_type="html",
+        title="VACUUM",
+        section_path=("VACUUM", "Description"),
+    )
+    assert path_header(chunk) == "postgresql/sql-vacuum.html > VACUUM > Description"
+    # a header cut to its budget keeps its start: where the document is survives
+    cut = fit_header(
+        path_header(chunk), "text " * 40, 52, make_tokenizer("cl100k_base"), max_header_tokens=8
+    )
+    assert cut is not None and cut.startswith("postgresql/sql-vacuum")
 
 
 def test_path_header_code_uses_the_source_tail() -> None:
@@ -476,7 +496,10 @@ def check_llm_output(chunks: list[Chunk]) -> None:
     assert len(chunks) == 5
     by_text = {c.text: c for c in chunks}
     assert by_text["ALWAYS_FAIL chunk text."].context_source == "path_fallback"
-    assert by_text["ALWAYS_FAIL chunk text."].context == "Widget Manual > Installation"
+    assert (
+        by_text["ALWAYS_FAIL chunk text."].context
+        == "guide/widget.md > Widget Manual > Installation"
+    )
     for chunk in chunks:
         assert chunk.context
         assert tokenizer.count(chunk.embed_text()) <= 128
@@ -527,7 +550,8 @@ def test_add_context_llm_sends_requests_concurrently(server) -> None:
 def check_path_output(chunks: list[Chunk]) -> None:
     assert (
         sorted(c.context for c in chunks)
-        == ["Gizmos > Setup"] + ["Widget Manual > Installation"] * 4
+        == ["guide/widget.md > Gizmos > Setup"]
+        + ["guide/widget.md > Widget Manual > Installation"] * 4
     )
     assert {c.context_source for c in chunks} == {"path"}
 

@@ -28,19 +28,20 @@ def _source_tail(source: str, parts: int) -> str:
 def path_header(chunk: Chunk) -> str:
     """The chunk's place in its document, e.g. "Title > Installation > Linux".
 
-    Prose: the title (or the folder and file name when there is none), then the section path,
-    without repeating a first heading equal to the title. Code: the last three components of
-    the source path, then the enclosing class/function path.
+    Prose: the folder and file name ("postgresql/sql-vacuum.html", "zlib1g-dev/copyright"),
+    the title, then the section path, without repeating a first heading equal to the title.
+    Code: the last three components of the source path, then the enclosing class/function
+    path. The path comes first: a header cut to its budget loses the deepest headings, never
+    where the document is.
     """
     sections = [s for s in (_clean_heading(s) for s in chunk.section_path) if s]
     if chunk.doc_type == "code":
         parts = [_source_tail(chunk.source, 3), *sections]
     else:
-        # no title: the file and its folder ("zlib1g-dev/copyright", not "copyright")
-        title = _clean_heading(chunk.title or "") or _source_tail(chunk.source, 2)
-        if sections and _same_heading(sections[0], title):
+        title = _clean_heading(chunk.title or "")
+        if sections and title and _same_heading(sections[0], title):
             sections = sections[1:]
-        parts = [title, *sections]
+        parts = [_source_tail(chunk.source, 2), title, *sections]
     out: list[str] = []
     for part in parts:
         if part and not (out and _same_heading(out[-1], part)):
