@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from transforms.chunking.markdown import (
 from transforms.chunking.recursive import RecursiveChunker
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "markdown"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def words(n: int, seed: str = "w") -> str:
@@ -72,6 +74,28 @@ def test_setext_headings_and_plain_heading_text() -> None:
     text = "Guide\n=====\n\nintro\n\nInstall `pip`\n---\n\n### [Debian](http://x) *12*\n\nx\n"
     paths = [s.path for s in markdown_sections(text)]
     assert paths == [("Guide",), ("Guide", "Install pip"), ("Guide", "Install pip", "Debian 12")]
+
+
+def test_a_myst_target_starts_the_section_of_its_heading(cl100k) -> None:
+    # pip 24.0's docs/html/topics/vcs-support.md (tests/data/README.md): `(editable-vcs-installs)=`
+    # names the heading under it; it ended the chunk before, a dangling label in its text.
+    text = gzip.decompress((DATA / "pip24-vcs-support.md.gz").read_bytes()).decode()
+    label = text.index("(editable-vcs-installs)=")
+    heading = text.index("## Editable VCS installs")
+    chunker = MarkdownChunker(cl100k, 160, 32)
+    chunks = chunker.chunk(text)
+    check_invariants(cl100k, text, chunks, 160)
+    (first,) = [c for c in chunks if c.start <= label < c.end]
+    assert first.start == label and first.end > heading
+    assert first.section_path[-1] == "Editable VCS installs"
+    assert not any(
+        c.end <= heading and text[c.start : c.end].rstrip().endswith(")=") for c in chunks
+    )
+    # a line like it inside a paragraph is text, not a target: it stays in its section
+    inline = "# A\n\nSee this\n(not-a-label)=\nline.\n\n## B\n\nbody\n"
+    spans = MarkdownChunker(cl100k, 10).chunk(inline)
+    at = inline.index("(not-a-label)")
+    assert [c.section_path for c in spans if c.start <= at < c.end] == [("A",)]
 
 
 def test_text_before_first_heading_has_empty_path(cl100k) -> None:

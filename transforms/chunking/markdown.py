@@ -29,6 +29,9 @@ LINES = "lines"  # code, tables, raw HTML: only between lines (a single over-lon
 PROSE = "prose"  # everything else: the recursive splitter (blank line > line > sentence > ...)
 
 _LINE_BLOCKS = frozenset({"fence", "code_block", "table_open", "html_block"})
+# A MyST target, `(label)=` on its own line: a name for the heading under it (pip's docs open
+# most pages with one), so it starts that heading's section instead of ending the one before.
+_MYST_TARGETS = re.compile(r"(?:\([^()\s]+\)=[ \t]*(?:\r\n|\r|\n)?)+")
 _LIST_BLOCKS = frozenset({"bullet_list_open", "ordered_list_open"})
 
 
@@ -191,6 +194,14 @@ def markdown_sections(text: str) -> list[Section]:
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, _heading_text(tokens[i + 1].content, env)))
+            before = sections[-1].blocks
+            if (
+                before
+                and before[-1].fallback == PROSE
+                and not before[-1].heading
+                and _MYST_TARGETS.fullmatch(text, before[-1].start, before[-1].end)
+            ):
+                start = before.pop().start
             sections.append(Section(tuple(t for _, t in stack)))
             sections[-1].blocks.append(Block(start, end, heading=True))
         elif tok.type in _LIST_BLOCKS:
