@@ -38,18 +38,42 @@ def deb_path(debs: str, package: dict[str, Any]) -> str:
     return os.path.join(debs, f"{package['name']}_{version}_all.deb")
 
 
+_UPDATED: list[bool] = []  # apt-get update has run in this process
+
+
+def _apt_update() -> bool:
+    """Refresh the package lists once (a fresh machine or container has none, so every
+    version is "not found"); as root, else through sudo where there is one."""
+    if _UPDATED:
+        return False
+    _UPDATED.append(True)
+    command = ["apt-get", "update", "-qq"]
+    if os.geteuid() != 0:
+        if shutil.which("sudo") is None:
+            return False
+        command = ["sudo", "-n", *command]
+    print("eval.fetch: apt-get update (the package lists may be missing or stale)", flush=True)
+    return subprocess.run(command, capture_output=True, text=True).returncode == 0
+
+
 def download(debs: str, package: dict[str, Any]) -> str:
     path = deb_path(debs, package)
     if not (os.path.exists(path) and sha256(path) == package["sha256"]):
         spec = f"{package['name']}={package['version']}"
-        done = subprocess.run(
-            ["apt-get", "download", spec], cwd=debs, capture_output=True, text=True
-        )
+
+        def attempt() -> subprocess.CompletedProcess:
+            return subprocess.run(
+                ["apt-get", "download", spec], cwd=debs, capture_output=True, text=True
+            )
+
+        done = attempt()
+        if done.returncode != 0 and _apt_update():
+            done = attempt()
         if done.returncode != 0:
             raise SystemExit(
-                f"eval.fetch: apt-get download {spec} failed (run apt-get update first; a "
-                f"superseded version leaves the mirror, then pin the new one in {LOCK} and "
-                f"rerun eval.make_questions):\n{done.stderr.strip()}"
+                f"eval.fetch: apt-get download {spec} failed (after apt-get update where it "
+                f"could run; a superseded version leaves the mirror, then pin the new one in "
+                f"{LOCK} and rerun eval.make_questions):\n{done.stderr.strip()}"
             )
     actual = sha256(path)
     if actual != package["sha256"]:
