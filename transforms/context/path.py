@@ -1,4 +1,4 @@
-"""Path headers: a chunk's title and section path, cut to fit its token budget."""
+"""Path headers: a chunk's folder and file, title and section path, cut to fit its token budget."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _source_tail(source: str, parts: int) -> str:
 
 
 def path_header(chunk: Chunk) -> str:
-    """The chunk's place in its document, e.g. "Title > Installation > Linux".
+    """The chunk's place in its corpus and document, e.g. "docs/guide.md > Guide > Installation".
 
     Prose: the folder and file name ("postgresql/sql-vacuum.html", "zlib1g-dev/copyright"),
     the title, then the section path, without repeating a first heading equal to the title.
