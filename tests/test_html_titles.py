@@ -21,6 +21,28 @@ def test_a_real_reference_page_is_titled_by_its_own_title_not_its_admonition():
     assert extraction.title == "SET"  # trafilatura's guess: "Note"
 
 
+def test_a_real_api_page_is_titled_by_its_own_title_not_the_sites_banner():
+    # libxslt's 23 API pages all open with <h1>The XSLT C library for GNOME</h1>, trafilatura's
+    # guess for each, so every chunk's header of every page said the same; the page's own
+    # <title> is also its <h2>.
+    with gzip.open(os.path.join(DATA, "libxslt-keys.html.gz"), "rb") as f:
+        extraction = html_to_markdown(f.read())
+    assert extraction.title == "Module keys from libxslt"
+
+
+def test_the_title_wins_over_a_first_h1_when_a_heading_says_it():
+    page = document_fromstring(
+        "<html><head><title>Module keys</title></head>"
+        "<body><h1>Site banner</h1><h2>Module keys</h2><p>x</p></body></html>"
+    )
+    assert page_title(page, "Site banner") == "Module keys"
+    # no heading says the <title>: the first <h1> stands
+    other = document_fromstring(
+        "<html><head><title>Home</title></head><body><h1>Install</h1><p>x</p></body></html>"
+    )
+    assert page_title(other, "Install") == "Install"
+
+
 def test_a_guess_inside_the_title_or_equal_to_the_h1_stands():
     page = document_fromstring(
         "<html><head><title>textwrap — Text wrapping — Python 3.11 documentation</title></head>"

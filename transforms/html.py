@@ -132,6 +132,7 @@ def definition_terms_inline(markdown: str) -> str:
 
 _TITLE_XPATH = XPath("(//head/title)[1]")
 _H1_XPATH = XPath("(//h1)[1]")
+_HEADINGS_XPATH = XPath("//h1 | //h2 | //h3")
 
 
 def _plain(text: str | None) -> str:
@@ -143,20 +144,26 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
 
     trafilatura takes an element with a title-like class as the title: PostgreSQL's reference
     pages with an admonition were titled "Note" or "Tip" (`<h3 class="title">Note</h3>`),
-    libxslt's by a site-wide banner, Underscore.js's by a download link. Its guess stands when
-    it is part of the page's `<title>` (Sphinx adds " — Python 3.11 documentation" there) or is
-    the page's first `<h1>`; otherwise the page's `<title>` does.
+    libxslt's by the site-wide banner in their `<h1>`, Underscore.js's by a download link. Its
+    guess stands when it is part of the page's `<title>` (Sphinx adds " — Python 3.11
+    documentation" there). Else the `<title>` does when a heading of the page says it too
+    (libxslt: `<h1>The XSLT C library for GNOME</h1><h2>Module keys from libxslt</h2>`, the
+    `<title>` the `<h2>`'s); else the guess when it is the page's first `<h1>`; else the
+    `<title>`.
     """
     guess = _plain(guess)
     titles = _TITLE_XPATH(tree)
     own = _plain(titles[0].text_content()) if titles else ""
     if not own or not guess:
         return guess or own or None
+    if guess.casefold() in own.casefold():
+        return guess
+    folded = own.casefold()
+    if any(_plain(h.text_content()).casefold() == folded for h in _HEADINGS_XPATH(tree)):
+        return own
     h1 = _H1_XPATH(tree)
     first_h1 = _plain(h1[0].text_content()) if h1 else ""
-    if guess.casefold() in own.casefold() or guess.casefold() == first_h1.casefold():
-        return guess
-    return own
+    return guess if guess.casefold() == first_h1.casefold() else own
 
 
 def title_heading_above_sections(markdown: str, title: str | None) -> str:
