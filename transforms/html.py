@@ -131,8 +131,7 @@ def definition_terms_inline(markdown: str) -> str:
 
 
 _TITLE_XPATH = XPath("(//head/title)[1]")
-_H1_XPATH = XPath("(//h1)[1]")
-_HEADINGS_XPATH = XPath("//h1 | //h2 | //h3")
+_HEADINGS_XPATH = XPath("//h1 | //h2 | //h3")  # in document order
 
 
 def _plain(text: str | None) -> str:
@@ -158,12 +157,11 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
         return guess or own or None
     if guess.casefold() in own.casefold():
         return guess
-    folded = own.casefold()
-    if any(_plain(h.text_content()).casefold() == folded for h in _HEADINGS_XPATH(tree)):
+    headings = [(h.tag, _plain(h.text_content()).casefold()) for h in _HEADINGS_XPATH(tree)]
+    if any(text == own.casefold() for _, text in headings):
         return own
-    h1 = _H1_XPATH(tree)
-    first_h1 = _plain(h1[0].text_content()) if h1 else ""
-    return guess if guess.casefold() == first_h1.casefold() else own
+    first_h1 = next((text for tag, text in headings if tag == "h1"), "")
+    return guess if guess.casefold() == first_h1 else own
 
 
 def title_heading_above_sections(markdown: str, title: str | None) -> str:
