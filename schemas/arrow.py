@@ -28,7 +28,10 @@ CHANGE_SCHEMA = schema(CHANGES)
 
 
 def document_row(doc: Document) -> dict:
-    return {name: getattr(doc, name) for name in DOCUMENT_SCHEMA.names}
+    row = {name: getattr(doc, name) for name in DOCUMENT_SCHEMA.names}
+    for name in ("page_starts", "page_labels"):
+        row[name] = list(row[name]) if row[name] is not None else None
+    return row
 
 
 def reject_row(reject: Reject) -> dict:

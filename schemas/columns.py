@@ -54,7 +54,7 @@ _SHARED = {
     c.name: c
     for c in (
         _c("doc_id", pa.string(), "stable hash of the source URI or the record id", False),
-        _c("doc_type", pa.string(), "html, markdown, code or text", False),
+        _c("doc_type", pa.string(), "html, markdown, code, text, pdf, docx or pptx", False),
         _c("language", pa.string(), "programming language of code; null otherwise"),
         _c("source", pa.string(), "input path or URI (JSONL records: path#L<line>)", False),
     )
@@ -81,6 +81,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("context_source", pa.string(), "path, llm or path_fallback; null if none"),
         _c("start_char", pa.int64(), "start offset (characters) in documents.text", False),
         _c("end_char", pa.int64(), "end offset (exclusive) in documents.text", False),
+        _c("page_start", pa.int32(), "1-based physical page (pptx: slide) of start_char; null"),
+        _c("page_end", pa.int32(), "1-based physical page of the chunk's last character; null"),
+        _c("page_label", pa.string(), "the PDF's own label of page_start (e.g. iv); null"),
         _c("token_count", pa.int32(), "tokens of text alone in --tokenizer", False),
         _c("embed_tokens", pa.int32(), "tokens of context+text in --pricing_tokenizer", False),
         _c("model_tokens", pa.int32(), "word pieces of context+text in the model tokenizer"),
@@ -122,6 +125,13 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             "tokens in those lines, in --pricing_tokenizer",
             False,
         ),
+        _c("page_count", pa.int32(), "pages of a PDF, slides of a PPTX; null otherwise"),
+        _c(
+            "page_starts",
+            pa.list_(pa.int64()),
+            "offset in text where each page starts (an empty page: where the next starts)",
+        ),
+        _c("page_labels", pa.list_(pa.string()), "the PDF's label of each page, when it has"),
     ),
     REJECTS: (
         _SHARED["source"],

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, documented
 
-DOC_TYPES = ("html", "markdown", "code", "text")
+DOC_TYPES = ("html", "markdown", "code", "text", "pdf", "docx", "pptx")
 CONTEXT_JOINER = "\n\n"  # what the embedding model reads between a chunk's header and its text
 ERROR_CHARS = 500  # how much of an error message a reject keeps
 
@@ -58,6 +58,9 @@ class Document:
     lang: str | None = None
     boilerplate_lines_removed: int = 0
     boilerplate_tokens_removed: int = 0
+    page_count: int | None = None
+    page_starts: tuple[int, ...] | None = None
+    page_labels: tuple[str, ...] | None = None
 
 
 @documented(CHUNKS)
@@ -79,6 +82,9 @@ class Chunk:
     strategy: str
     config_fingerprint: str
     title: str | None = None
+    page_start: int | None = None
+    page_end: int | None = None
+    page_label: str | None = None
     content_hash: str = ""
     parent_id: str | None = None
     is_parent: bool = False

@@ -222,7 +222,7 @@ def _classify_prose(lines: list[str], markdown: bool) -> list[_LineInfo]:
 
 def _removable(doc: Document, lines: list[str]) -> list[_LineInfo] | None:
     """Line infos of a document, or None if no line of it may be removed."""
-    if doc.doc_type == "html":
+    if not _not_html(doc):
         return None
     if doc.doc_type == "code":
         syntax = _comment_syntax(doc)
@@ -364,7 +364,9 @@ def remove_lines(doc: Document, boilerplate_keys: set[str]) -> tuple[Document, i
 
 
 def _not_html(doc: Document) -> bool:
-    return doc.doc_type != "html"
+    # PDF, DOCX and PPTX are left alone too: their running headers went at extraction, and
+    # their page maps point into the text as extracted.
+    return doc.doc_type not in ("html", "pdf", "docx", "pptx")
 
 
 def _group_line_pairs(doc: Document) -> Iterator[tuple[str, str]]:

@@ -1,7 +1,9 @@
-"""Document type detection: html, markdown, code (with its language) or text.
+"""Document type detection: html, markdown, code (with its language), text, or the binary
+paged types pdf, docx and pptx.
 
 The extension decides when it is known; otherwise the first bytes are sniffed (doctype, html
-tag, shebang, Markdown headings and fences).
+tag, shebang, Markdown headings and fences; %PDF- and the Office zip's parts for the binary
+types, which `binary_type` finds before any decoding).
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ HTML_EXTENSIONS = {".html", ".htm", ".xhtml"}
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd", ".mdx"}
 TEXT_EXTENSIONS = {".txt", ".text", ".rst", ".adoc", ".asciidoc", ".org", ".tex", ".csv", ""}
 JSONL_EXTENSIONS = {".jsonl", ".ndjson"}
+BINARY_TYPE_BY_EXTENSION = {".pdf": "pdf", ".docx": "docx", ".pptx": "pptx"}
+PAGED_TYPES = ("pdf", "pptx")  # documents whose chunks carry pages (slides for pptx)
+BINARY_TYPES = ("pdf", "docx", "pptx")
+# What Beam's fileio decompresses by name, so `a.pdf.gz` is a PDF.
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lzma", ".deflate")
 
 _SHEBANG = {
     "python": "python",
@@ -67,17 +74,35 @@ _DEBIAN_CHANGELOG = re.compile(r"[a-z0-9][a-z0-9+.-]+ \([^()\s]+\) [^;\n]+; urge
 
 @dataclass(frozen=True)
 class DetectedType:
-    doc_type: str  # html | markdown | code | text
+    doc_type: str  # html | markdown | code | text (pdf | docx | pptx: see binary_type)
     language: str | None = None
 
 
 def extension(source: str) -> str:
-    """Lower-case extension of a path or URI, ignoring a `#L<line>` record suffix and `.gz`."""
+    """Lower-case extension of a path or URI, ignoring a `#L<line>` record suffix and a
+    compression suffix (.gz, .bz2, .xz, .zst ...)."""
     path = source.split("#", 1)[0]
     base = os.path.basename(path).lower()
-    if base.endswith(".gz"):
-        base = base[:-3]
+    for suffix in COMPRESSED_SUFFIXES:
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
     return os.path.splitext(base)[1]
+
+
+def binary_type(source: str, data: bytes) -> str | None:
+    """pdf, docx or pptx when the bytes say so (%PDF- near the start; a zip holding
+    word/document.xml or ppt/presentation.xml), or the name does; else None."""
+    head = data[:1024]
+    if b"%PDF-" in head:
+        return "pdf"
+    if data.startswith(b"PK\x03\x04"):
+        window = data[:65536]
+        if b"word/" in window:
+            return "docx"
+        if b"ppt/" in window:
+            return "pptx"
+    return BINARY_TYPE_BY_EXTENSION.get(extension(source))
 
 
 def is_binary(head: bytes) -> bool:

@@ -1,7 +1,10 @@
-"""Extract clean text: decode, detect the type, run trafilatura on HTML (with a time limit).
+"""Extract clean text: decode, detect the type, run trafilatura on HTML and PDFium or
+python-docx/pptx on PDF and Office files (in a child process, with a time limit).
 
 Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
-invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction).
+invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction;
+for PDF and Office files encrypted, no_text_layer, corrupt_pdf, corrupt_docx, corrupt_pptx,
+extract_memory).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_ha
 from transforms import progress
 from transforms.chunking.markdown import without_html_comments
 from transforms.common import NAMESPACE, REJECTS
-from transforms.detect import detect, is_binary
+from transforms.detect import PAGED_TYPES, binary_type, detect, is_binary
 
 # The heading's text is taken greedily and its closing "#"s stripped after: a lazy group
 # before `[ \t#]*$` backtracked quadratically on a long line ("# a" + 20,000 spaces + "x").
@@ -225,8 +228,86 @@ def _restrict_environment() -> None:
             del os.environ[name]
 
 
-def extract_document(raw: RawDocument, html_extractor: HtmlExtractor) -> Document:
+PagedExtractor = Callable[[str, bytes], "object"]
+PAGED_MEMORY_BYTES = 2 << 30
+"""What one PDF or Office extraction may add to the child's address space (RLIMIT_AS)."""
+
+
+def extract_paged(doc_type: str, data: bytes, memory_bytes: int = PAGED_MEMORY_BYTES):
+    """A PDF, DOCX or PPTX file to its PagedText, under a memory cap when the system has one
+    (in the extraction child: the cap is lifted again after)."""
+    from transforms.layout import PagedError
+    from transforms.office import docx_to_paged_text, pptx_to_paged_text
+    from transforms.pdf import pdf_to_paged_text
+
+    convert = {"pdf": pdf_to_paged_text, "docx": docx_to_paged_text, "pptx": pptx_to_paged_text}
+    try:
+        with _memory_cap(memory_bytes):
+            return convert[doc_type](data)
+    except PagedError as e:
+        raise ExtractError(e.reason, str(e)) from None
+    except MemoryError:
+        raise ExtractError(
+            "extract_memory", f"{doc_type} extraction needed over {memory_bytes} bytes"
+        ) from None
+
+
+class _memory_cap:
+    """RLIMIT_AS at the address space in use plus `extra` bytes, for the block's duration."""
+
+    def __init__(self, extra: int) -> None:
+        self.extra = extra
+        self.previous = None
+
+    def __enter__(self) -> None:
+        try:
+            import resource
+
+            with open("/proc/self/statm") as f:
+                in_use = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            cap = in_use + self.extra
+            if hard != resource.RLIM_INFINITY:
+                cap = min(cap, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+            self.previous = (soft, hard)
+        except (ImportError, OSError, ValueError):
+            self.previous = None  # no /proc or no rlimits here: the time limit alone bounds it
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, self.previous)
+
+
+def paged_document(raw: RawDocument, doc_type: str, paged) -> Document:
+    """The Document of a PDF, DOCX or PPTX file from its PagedText."""
+    text = cut_whitespace_runs(paged.text)
+    if not text.strip():
+        raise ExtractError("empty_after_extraction", f"no text in the {doc_type} file")
+    has_pages = doc_type in PAGED_TYPES and len(text) == len(paged.text)
+    return Document(
+        doc_id=raw.doc_id,
+        source=raw.source,
+        doc_type=doc_type,
+        text=text,
+        content_hash=content_hash(text),
+        title=raw.title or paged.title,
+        url=raw.url,
+        page_count=len(paged.page_starts) if doc_type in PAGED_TYPES else None,
+        page_starts=tuple(paged.page_starts) if has_pages else None,
+        page_labels=paged.page_labels if has_pages else None,
+    )
+
+
+def extract_document(
+    raw: RawDocument, html_extractor: HtmlExtractor, paged_extractor: PagedExtractor = extract_paged
+) -> Document:
     """Pure core: one raw input to one Document, or ExtractError."""
+    kind = binary_type(raw.source, raw.data) if raw.text is None else None
+    if kind is not None:
+        return paged_document(raw, kind, paged_extractor(kind, raw.data))
     text = cut_whitespace_runs(decode(raw))
     if not text.strip():
         raise ExtractError("empty", "no text (empty or whitespace only)")
@@ -333,16 +414,22 @@ class _ExtractFn(beam.DoFn):
             self._pool = None
 
     def _html(self, html: str):
+        return self._in_child("HTML", _html_to_markdown, html)
+
+    def _paged(self, doc_type: str, data: bytes):
+        return self._in_child(doc_type.upper(), extract_paged, doc_type, data)
+
+    def _in_child(self, what: str, fn: Callable, *args):
         if self.timeout_s <= 0:
-            return _html_to_markdown(html)
-        future = self._pool_or_new().submit(_html_to_markdown, html)
+            return fn(*args)
+        future = self._pool_or_new().submit(fn, *args)
         try:
             return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError:
             self._kill_pool()
             self.timeouts.inc()
             raise ExtractError(
-                "extract_timeout", f"HTML extraction over --extract_timeout_s={self.timeout_s}"
+                "extract_timeout", f"{what} extraction over --extract_timeout_s={self.timeout_s}"
             ) from None
         except concurrent.futures.process.BrokenProcessPool as e:
             self._kill_pool()
@@ -350,7 +437,7 @@ class _ExtractFn(beam.DoFn):
 
     def process(self, raw: RawDocument) -> Iterator:
         try:
-            doc = extract_document(raw, self._html)
+            doc = extract_document(raw, self._html, self._paged)
         except ExtractError as e:
             self.rejected.inc()
             yield beam.pvalue.TaggedOutput(

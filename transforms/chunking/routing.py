@@ -21,6 +21,7 @@ from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE, REJECTS
+from transforms.layout import page_of
 from transforms.models import resolve_model_path
 
 DOCUMENTS = "documents"  # the tags of the chunk stage's outputs
@@ -41,6 +42,10 @@ DEFAULT_STRATEGY_BY_TYPE: dict[str, str] = {
     "markdown": "markdown",
     "html": "markdown",  # trafilatura's markdown output: headings become section paths
     "code": "code",
+    # PDF, Word and PowerPoint are extracted to Markdown (transforms.pdf, transforms.office)
+    "pdf": "markdown",
+    "docx": "markdown",
+    "pptx": "markdown",
 }
 
 
@@ -244,9 +249,21 @@ class DocumentChunker:
                     content_hash=doc.content_hash,
                     parent_id=ids[parent] if parent is not None else None,
                     is_parent=is_parent,
+                    **chunk_pages(doc, span.start, span.end),
                 )
             )
         return chunks, tokenized.n_tokens
+
+
+def chunk_pages(doc: Document, start: int, end: int) -> dict:
+    """page_start, page_end and page_label of the chunk doc.text[start:end] (None for a
+    document without pages)."""
+    if not doc.page_starts:
+        return {}
+    first = page_of(doc.page_starts, start)
+    last = max(first, page_of(doc.page_starts, max(start, end - 1)))
+    label = doc.page_labels[first - 1] if doc.page_labels else None
+    return {"page_start": first, "page_end": last, "page_label": label or None}
 
 
 def _with_windows(

@@ -1,0 +1,122 @@
+"""PDF, DOCX and PPTX: type detection, text and structure, the page of every chunk, rejects."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from schemas.records import RawDocument
+from tests.paged.make import image_only_pdf, marked_pdf, sample_docx, sample_pptx
+from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+from transforms.detect import binary_type
+from transforms.extract import ExtractError, extract_document
+from transforms.layout import Line, join_hyphen, normalise, page_of, running_lines
+
+pytest.importorskip("reportlab")
+
+
+def _extract(name: str, data: bytes):
+    return extract_document(RawDocument(name, "id", data), None)
+
+
+def test_binary_types_by_magic_and_by_name():
+    pdf = marked_pdf(1)
+    assert binary_type("x.bin", pdf) == "pdf"
+    assert binary_type("x.pdf.gz", b"") == "pdf"
+    assert binary_type("x", sample_docx()) == "docx"
+    assert binary_type("x", sample_pptx()) == "pptx"
+    assert binary_type("x.pptx.bz2", b"junk") == "pptx"
+    assert binary_type("x.txt", b"plain text") is None
+
+
+def test_pdf_pages_headings_and_running_lines():
+    doc = _extract("m.pdf", marked_pdf(5))
+    assert doc.doc_type == "pdf" and doc.page_count == 5
+    assert doc.title == "Marked test document"
+    assert doc.page_labels == ("iii", "iv", "v", "vi", "vii")
+    for n in range(1, 6):
+        assert f"# {n} Chapter number {n}\n" in doc.text
+        at = doc.text.index(f"MARKERPAGE{n},")
+        assert page_of(doc.page_starts, at) == n
+    assert "running header" not in doc.text  # on every page at the same place: removed
+    assert "example that the word" in doc.text  # exam- + ple joined: "example" occurs too
+
+
+def test_every_chunk_has_the_page_of_its_markers():
+    doc = _extract("m.pdf", marked_pdf(6))
+    chunker = DocumentChunker(ChunkingConfig(chunk_size=60))
+    chunks = chunker.chunk_document(doc)
+    assert len(chunks) > 6
+    for c in chunks:
+        assert doc.text[c.start_char : c.end_char] == c.text
+        assert c.page_start is not None and c.page_start <= c.page_end
+        for n in range(1, 7):
+            if f"MARKERPAGE{n}," in c.text:
+                assert c.page_start <= n <= c.page_end
+        assert c.page_label == ("iii", "iv", "v", "vi", "vii", "viii")[c.page_start - 1]
+
+
+def test_compressed_pdf_reads_as_pdf():
+    doc = _extract("m.pdf.gz", marked_pdf(2))  # read.py decompresses; the name still says pdf
+    assert doc.doc_type == "pdf" and doc.page_count == 2
+    assert gzip  # the pipeline's read step is what decompresses .gz (tested in e2e)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("enc.pdf", lambda: marked_pdf(1, encrypt="secret"), "encrypted"),
+        ("scan.pdf", lambda: image_only_pdf(3), "no_text_layer"),
+        ("cut.pdf", lambda: marked_pdf(3)[:400], "corrupt_pdf"),
+        ("bad.docx", lambda: b"PK\x03\x04 not really a zip word/", "corrupt_docx"),
+        ("bad.pptx", lambda: sample_pptx()[:300], "corrupt_pptx"),
+    ],
+)
+def test_bad_paged_files_are_rejected_with_a_reason(name, data, reason):
+    with pytest.raises(ExtractError) as e:
+        _extract(name, data())
+    assert e.value.reason == reason
+    if reason == "no_text_layer":
+        assert "3 pages" in str(e.value)
+
+
+def test_docx_headings_lists_tables():
+    doc = _extract("w.docx", sample_docx())
+    assert doc.doc_type == "docx" and doc.page_count is None and doc.page_starts is None
+    assert "# Installation\n" in doc.text and "## Requirements\n" in doc.text
+    assert "- Python 3.11\n- A C compiler\n" in doc.text
+    assert "| Name | Value |\n|---|---|\n| alpha | 1 |" in doc.text
+    chunks = DocumentChunker(ChunkingConfig(chunk_size=20)).chunk_document(doc)
+    assert all(c.page_start is None for c in chunks)
+    assert ("Installation", "Requirements") in {c.section_path for c in chunks}
+
+
+def test_pptx_slides_are_sections_and_pages_with_notes():
+    doc = _extract("s.pptx", sample_pptx())
+    assert doc.doc_type == "pptx" and doc.page_count == 3
+    for n in range(1, 4):
+        at = doc.text.index(f"# Slide title {n}\n")
+        assert page_of(doc.page_starts, at) == n
+        assert page_of(doc.page_starts, doc.text.index(f"Speaker notes of slide {n}")) == n
+    assert "| Key | Value |" in doc.text
+
+
+def test_layout_core():
+    assert normalise("\ufb01nd e\ufb03cient") == "find efficient"
+    assert join_hyphen("an exam-", "ple here", {"example"}) == ("an example here", "")
+    assert join_hyphen("self-", "contained", {"selfcontained"}) is not None
+    assert join_hyphen("self-", "contained", set()) is None
+    pages = [
+        [
+            Line(p, "Manual header", 0, 10, 100, 20),
+            Line(p, f"body of {'abcd'[p]}", 0, 100, 100, 110),
+        ]
+        + [Line(p, f"text {k}", 0, 120 + k, 100, 130 + k) for k in range(5)]
+        + [Line(p, str(p + 1), 0, 800, 10, 810)]
+        for p in range(4)
+    ]
+    running = running_lines(pages)
+    assert {(p, 0) for p in range(4)} <= running  # the header
+    assert {(p, 7) for p in range(4)} <= running  # the page number
+    assert (0, 1) not in running

@@ -1,0 +1,432 @@
+"""Page layout to Markdown: lines of a paged document (with position and font) become text
+whose headings, paragraphs, lists and rows the Markdown chunker understands, plus a page map.
+
+Pure Python, no PDF library: `transforms.pdf` turns PDFium's output into `Line`s, tests build
+them by hand. What it does, in order: drops running headers, footers and page numbers (lines
+that recur at the same place on most pages), contents pages and back-of-book index pages;
+marks headings (from the outline when there is one, else from font size and weight, and
+numbered headings such as "3.2 Scope"); joins a hyphen at a line's end when the joined word
+occurs elsewhere in the document; normalises ligatures; orders two columns.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+class PagedError(Exception):
+    """A PDF or Office file that yields no text; `reason` is the reject reason (encrypted,
+    corrupt_pdf, corrupt_docx, corrupt_pptx, no_text_layer)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):  # it comes back from the extraction child process pickled
+        return type(self), (self.reason, str(self))
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of text on a page; y grows downwards from the page's top (0..height)."""
+
+    page: int  # 0-based physical page
+    text: str
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+    size: float = 0.0  # font size of the line's first character
+    bold: bool = False
+
+
+@dataclass(frozen=True)
+class OutlineEntry:
+    """A bookmark: its title, level (1 = top) and 0-based page (None when it points nowhere)."""
+
+    title: str
+    level: int
+    page: int | None
+
+
+@dataclass(frozen=True)
+class PagedText:
+    """A paged document as Markdown, with where each page starts in it."""
+
+    text: str
+    page_starts: tuple[int, ...]  # char offset of each physical page's first character
+    page_labels: tuple[str, ...] | None = None  # the document's own label of each page
+    title: str | None = None
+    removed: dict[str, int] = field(default_factory=dict)  # what was left out, counted
+
+
+MIN_REPEAT_PAGES = 3
+REPEAT_FRACTION = 0.5  # a header or footer recurs on at least this share of the pages
+EDGE_LINES = 3  # headers and footers are among the first or last lines of a page
+MAX_HEADING_WORDS = 14
+_LIGATURES = re.compile("[\ufb00-\ufb06]")
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"(?i)(page\s+)?(\d{1,4}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,4})?")
+_NUMBERED = re.compile(r"(\d+(?:\.\d+)+|[A-Z]\.\d+(?:\.\d+)*|\d+\.?)\s+\S")
+_ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
+_INDEX_LINE = re.compile(r"[^\d]+[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+_HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
+_FIRST_WORD = re.compile(r"([a-z]+)")
+_WORD = re.compile(r"[A-Za-z]+")
+_BULLET = re.compile(r"^[•●▪◦‣∙·■□–]\s*")
+_MARKDOWN_START = re.compile(r"^(#|```|~~~|>|\s{4})")
+
+
+def normalise(text: str) -> str:
+    """Ligatures (ﬁ, ﬂ, ﬀ ...) as letters; other characters untouched."""
+    return _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+
+
+def _key(line: Line, top: bool) -> tuple[str, int]:
+    """A line's text with its digits as # (page numbers vary), and its place on the page."""
+    place = line.top if top else line.bottom
+    return _DIGITS.sub("#", " ".join(line.text.split()).lower()), round(place / 4)
+
+
+def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
+    """(page, index) of the lines that are running headers, footers or page numbers."""
+    n_pages = sum(1 for p in pages if p)
+    out: set[tuple[int, int]] = set()
+    counts: Counter[tuple[tuple[str, int], bool]] = Counter()
+    body = _body_size(pages)
+    for lines in pages:
+        seen = set()
+        for i, line in enumerate(lines):
+            edge = _edge(i, len(lines))
+            if edge is not None:
+                seen.add((_key(line, edge), edge))
+        counts.update(seen)
+    needed = max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n_pages)
+    for p, lines in enumerate(pages):
+        for i, line in enumerate(lines):
+            edge = _edge(i, len(lines))
+            if edge is None:
+                continue
+            if line.size > body * 1.12:
+                continue  # set larger than the body: a heading, not a running line
+            if counts[(_key(line, edge), edge)] >= needed or (
+                n_pages >= 2 and _PAGE_NUMBER.fullmatch(line.text.strip())
+            ):
+                out.add((p, i))
+    return out
+
+
+def _edge(i: int, n: int) -> bool | None:
+    """True for a line near the page's top, False near its bottom, None in between."""
+    if i < EDGE_LINES:
+        return True
+    if i >= n - EDGE_LINES:
+        return False
+    return None
+
+
+def _listing_page(lines: Sequence[Line], pattern: re.Pattern) -> bool:
+    texts = [line.text.strip() for line in lines if line.text.strip()]
+    if len(texts) < 5:
+        return False
+    hits = sum(1 for t in texts if pattern.search(t))
+    return hits >= 0.6 * len(texts)
+
+
+def contents_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
+    """Pages near the front that are a table of contents (most lines end with a page number)."""
+    front = max(3, len(pages) // 5)
+    found: set[int] = set()
+    for p in range(min(front, len(pages))):
+        if _listing_page(pages[p], _ENDS_WITH_PAGE):
+            found.add(p)
+        elif found:
+            break
+    return found
+
+
+def index_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
+    """Pages at the back that are an index (most lines are terms followed by page numbers)."""
+    back = max(3, len(pages) // 5)
+    found: set[int] = set()
+    for p in range(len(pages) - 1, max(-1, len(pages) - 1 - back), -1):
+        if _listing_page(pages[p], _INDEX_LINE):
+            found.add(p)
+        elif found:
+            break
+    return found
+
+
+def in_reading_order(lines: Sequence[Line], width: float) -> list[Line]:
+    """Lines of a two-column page as left column then right column, band by band (a line
+    across the middle, such as a title, closes a band); other pages as they are."""
+    mid = width / 2
+    left = [ln for ln in lines if ln.x1 <= mid + 2]
+    right = [ln for ln in lines if ln.x0 >= mid - 2]
+    if len(left) < 5 or len(right) < 5 or len(left) + len(right) < 0.7 * len(lines):
+        return list(lines)
+    out: list[Line] = []
+    band: list[Line] = []
+    for line in sorted(lines, key=lambda ln: (ln.top, ln.x0)):
+        if line.x0 < mid - 2 < mid + 2 < line.x1:
+            out += _columns(band, mid)
+            band = []
+            out.append(line)
+        else:
+            band.append(line)
+    return out + _columns(band, mid)
+
+
+def _columns(band: list[Line], mid: float) -> list[Line]:
+    return [ln for ln in band if ln.x1 <= mid + 2] + [ln for ln in band if ln.x1 > mid + 2]
+
+
+def _body_size(pages: Sequence[Sequence[Line]]) -> float:
+    sizes: Counter[float] = Counter()
+    for lines in pages:
+        for line in lines:
+            sizes[round(line.size, 1)] += len(line.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _looks_like_heading(text: str) -> bool:
+    words = text.split()
+    return (
+        0 < len(words) <= MAX_HEADING_WORDS
+        and any(c.isalpha() for c in text)
+        and not text.endswith((".", ",", ";", ":"))
+    ) or (0 < len(words) <= MAX_HEADING_WORDS and bool(_NUMBERED.match(text)))
+
+
+def font_headings(pages: Sequence[Sequence[Line]]) -> dict[tuple[int, int], int]:
+    """(page, index) -> level of lines that are headings by font: short lines set larger than
+    the body (levels ranked by size), or bold at body size; numbered ones ("3.2 Scope") by
+    their number's depth when bold or larger."""
+    body = _body_size(pages)
+    if not body:
+        return {}
+    larger = sorted(
+        {
+            round(line.size, 1)
+            for lines in pages
+            for line in lines
+            if line.size > body * 1.12 and _looks_like_heading(line.text.strip())
+        },
+        reverse=True,
+    )[:3]
+    out: dict[tuple[int, int], int] = {}
+    for p, lines in enumerate(pages):
+        for i, line in enumerate(lines):
+            text = line.text.strip()
+            if not _looks_like_heading(text):
+                continue
+            size = round(line.size, 1)
+            numbered = _NUMBERED.match(text)
+            if size in larger:
+                level = larger.index(size) + 1
+            elif (line.bold and size >= body - 0.1) or (
+                numbered and "." in numbered.group(1) and size >= body - 0.1
+            ):
+                level = len(larger) + 1
+            else:
+                continue
+            if numbered and "." in numbered.group(1).rstrip("."):
+                level = max(level, numbered.group(1).rstrip(".").count(".") + 1)
+            out[(p, i)] = min(level, 6)
+    return out
+
+
+def _match_key(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
+def outline_headings(
+    pages: Sequence[Sequence[Line]], outline: Sequence[OutlineEntry]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """(page, first line index) -> (level, lines it spans) of the lines an outline entry names:
+    on its page (or the next), the first one to three lines whose letters spell its title."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for entry in outline:
+        want = _match_key(entry.title)
+        if entry.page is None or not want:
+            continue
+        found = False
+        for p in (entry.page, entry.page + 1):
+            if p >= len(pages) or found:
+                continue
+            lines = pages[p]
+            for i in range(len(lines)):
+                if (p, i) in out:
+                    continue
+                got = ""
+                for span in range(1, 4):
+                    if i + span > len(lines):
+                        break
+                    got += _match_key(lines[i + span - 1].text)
+                    if got == want or (got.endswith(want) and len(got) - len(want) <= 8):
+                        out[(p, i)] = (min(entry.level, 6), span)
+                        found = True
+                        break
+                    if not (want.startswith(got) or want.endswith(got) or _tail_match(got, want)):
+                        break
+                if found:
+                    break
+    return out
+
+
+def _tail_match(got: str, want: str) -> bool:
+    """A heading line with its number in front ("3.2Scope" for the outline's "Scope")."""
+    stripped = got.lstrip("0123456789")
+    return bool(stripped) and want.startswith(stripped)
+
+
+def _words(pages: Sequence[Sequence[Line]]) -> set[str]:
+    return {w.lower() for lines in pages for line in lines for w in _WORD.findall(line.text)}
+
+
+def join_hyphen(line: str, following: str, words: set[str]) -> tuple[str, str] | None:
+    """(line, following) with a line-end hyphen joined ("exam-" + "ple ..." -> "example",
+    the rest of `following` after it) when the joined word occurs elsewhere; else None."""
+    m = _HYPHEN_END.search(line)
+    n = _FIRST_WORD.match(following)
+    if not m or not n:
+        return None
+    joined = m.group(1) + n.group(1)
+    if joined.lower() not in words:
+        return None
+    rest = following[n.end() :]
+    return line[: m.start(1)] + joined + rest, ""
+
+
+def _as_markdown_line(text: str) -> str:
+    text = _BULLET.sub("- ", text) if _BULLET.match(text) else text
+    if _MARKDOWN_START.match(text):
+        return "\\" + text.lstrip()
+    return text
+
+
+def assemble(
+    pages: Sequence[Sequence[Line]],
+    outline: Sequence[OutlineEntry] = (),
+    page_labels: Sequence[str] | None = None,
+    title: str | None = None,
+) -> PagedText:
+    """The document's Markdown text and page map from its pages' lines (in reading order)."""
+    pages = [[replace_text(ln, normalise(ln.text)) for ln in lines] for lines in pages]
+    running = running_lines(pages)
+    contents = contents_pages(pages)
+    index = index_pages(pages) - contents
+    kept = [
+        [ln for i, ln in enumerate(lines) if (p, i) not in running]
+        if p not in contents | index
+        else []
+        for p, lines in enumerate(pages)
+    ]
+    headings: dict[tuple[int, int], tuple[int, int]]
+    if outline:
+        headings = outline_headings(kept, outline)
+    else:
+        headings = {k: (level, 1) for k, level in font_headings(kept).items()}
+    words = _words(kept)
+    out: list[str] = []
+    length = 0
+    starts: list[int] = []
+    pending: str | None = None  # the last body line, held back for hyphen joining
+    prev: Line | None = None
+
+    def emit(piece: str) -> None:
+        nonlocal length
+        out.append(piece)
+        length += len(piece)
+
+    def flush() -> None:
+        nonlocal pending
+        if pending is not None:
+            emit(pending + "\n")
+            pending = None
+
+    first_heading: str | None = None
+    for p, lines in enumerate(kept):
+        i = 0
+        page_started = False
+        while i < len(lines):
+            line = lines[i]
+            text = " ".join(line.text.split())
+            if not text:
+                i += 1
+                continue
+            if (p, i) in headings:
+                level, span = headings[(p, i)]
+                text = " ".join(" ".join(ln.text.split()) for ln in lines[i : i + span])
+                flush()
+                if not page_started:
+                    starts += [length] * (p + 1 - len(starts))
+                    page_started = True
+                if out and not out[-1].endswith("\n\n"):
+                    emit("\n")
+                emit("#" * level + " " + text + "\n\n")
+                first_heading = first_heading or text
+                prev = None
+                i += span
+                continue
+            if pending is not None:
+                joined = join_hyphen(pending, text, words)
+                if joined is not None:
+                    pending = joined[0]
+                    if not page_started:  # the page starts inside the joined line
+                        starts += [length] * (p + 1 - len(starts))
+                        page_started = True
+                    prev = line
+                    i += 1
+                    continue
+            paragraph_break = prev is not None and _gap(prev, line)
+            flush()
+            if not page_started:
+                starts += [length] * (p + 1 - len(starts))
+                page_started = True
+            if paragraph_break and out and not out[-1].endswith("\n\n"):
+                emit("\n")
+            pending = _as_markdown_line(text)
+            prev = line
+            i += 1
+        if not page_started:
+            flush()
+            starts += [length] * (p + 1 - len(starts))
+        prev = None if p + 1 < len(kept) else prev
+    flush()
+    starts += [length] * (len(pages) - len(starts))
+    text = "".join(out)
+    removed = {
+        "running_lines": len(running),
+        "contents_pages": len(contents),
+        "index_pages": len(index),
+    }
+    labels = tuple(page_labels) if page_labels and any(page_labels) else None
+    return PagedText(text, tuple(starts), labels, title or first_heading, removed)
+
+
+def _gap(prev: Line, line: Line) -> bool:
+    """A paragraph break: lines further apart than 1.45 times the font size (single spacing
+    is about 1.2), or a new column (the line starts above the one before)."""
+    size = max(prev.size, line.size, 1.0)
+    if line.top < prev.top - size:
+        return True
+    return min(line.top - prev.top, line.bottom - prev.bottom) > 1.45 * size
+
+
+def replace_text(line: Line, text: str) -> Line:
+    if text == line.text:
+        return line
+    return Line(line.page, text, line.x0, line.top, line.x1, line.bottom, line.size, line.bold)
+
+
+def page_of(page_starts: Sequence[int], offset: int) -> int:
+    """The 1-based page holding character `offset` (the last page that starts at or before
+    it: an empty page shares its start with the page after it)."""
+    from bisect import bisect_right
+
+    return max(1, bisect_right(page_starts, offset))

@@ -1,0 +1,139 @@
+"""PDF to Markdown with a page map, through PDFium (pypdfium2; never PyMuPDF, which is AGPL).
+
+PDFium gives each page's lines (its own line breaks), with each line's box, font size and
+weight; the outline, page labels and metadata title come from the document. `transforms.layout`
+does the rest. Runs in the extraction child (transforms.extract) under its time and memory cap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+from transforms.layout import Line, OutlineEntry, PagedError, PagedText, assemble, in_reading_order
+
+MAX_OUTLINE_ENTRIES = 20_000
+_LINE = re.compile(r"[^\n\ufffe]+(?:\ufffe|\n|$)|\n")
+BOLD_WEIGHT = 600
+MIN_CHARS_PER_PAGE = 1.0  # fewer letters per page than this: no text layer (scanned)
+
+
+PdfError = PagedError  # reason: encrypted, corrupt_pdf or no_text_layer
+
+
+def _import():
+    try:
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as raw
+    except ImportError as e:  # pragma: no cover - a dependency of the package
+        raise ImportError("PDF input needs pypdfium2: pip install pypdfium2==4.30.0") from e
+    return pdfium, raw
+
+
+def open_pdf(data: bytes):
+    """The pypdfium2 document, or PdfError(encrypted | corrupt_pdf)."""
+    pdfium, raw = _import()
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as e:
+        err = raw.FPDF_GetLastError()
+        if err == raw.FPDF_ERR_PASSWORD:
+            raise PdfError("encrypted", "the PDF is encrypted and needs a password") from None
+        raise PdfError("corrupt_pdf", f"PDFium cannot open it: {e}") from None
+
+
+def page_lines(page, textpage, raw, index: int) -> list[Line]:
+    """The lines PDFium finds on one page, top to bottom, with box, size and weight."""
+    n = textpage.count_chars()
+    if n <= 0:
+        return []
+    text = textpage.get_text_range(0, n, force_this=True)
+    height = page.get_height()
+    handle = textpage.raw
+    left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+    lines: list[Line] = []
+    # PDFium ends a line with \r\n, except after a hyphen that ends a line: it marks that
+    # hyphen U+FFFE and runs the lines together. Both end a line here, offsets kept.
+    for m in _LINE.finditer(text):
+        start, piece = m.start(), m.group()
+        hyphen = piece.endswith("\ufffe")
+        body = piece.rstrip("\r\n\ufffe")
+        if not body.strip():
+            continue
+        first = start + (len(body) - len(body.lstrip()))
+        last = start + len(body.rstrip()) - 1
+        raw.FPDFText_GetCharBox(handle, first, left, right, bottom, top)
+        x0, y_top, y_bottom = left.value, top.value, bottom.value
+        raw.FPDFText_GetCharBox(handle, last, left, right, bottom, top)
+        x1 = right.value
+        y_top, y_bottom = max(y_top, top.value), min(y_bottom, bottom.value)
+        size = raw.FPDFText_GetFontSize(handle, first)
+        weight = raw.FPDFText_GetFontWeight(handle, first)
+        lines.append(
+            Line(
+                index,
+                body.strip().replace("\x02", "-") + ("-" if hyphen else ""),
+                x0,
+                height - y_top,
+                x1,
+                height - y_bottom,
+                round(size, 1),
+                weight >= BOLD_WEIGHT,
+            )
+        )
+    return in_reading_order(lines, page.get_width())
+
+
+def outline(pdf) -> list[OutlineEntry]:
+    out: list[OutlineEntry] = []
+    try:
+        for item in pdf.get_toc(max_depth=8):
+            out.append(OutlineEntry(item.title or "", item.level + 1, item.page_index))
+            if len(out) >= MAX_OUTLINE_ENTRIES:
+                break
+    except Exception:  # a broken outline: the fonts decide the headings instead
+        return []
+    return out
+
+
+def pdf_to_paged_text(data: bytes) -> PagedText:
+    """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError."""
+    pdfium, raw = _import()
+    pdf = open_pdf(data)
+    try:
+        n_pages = len(pdf)
+        pages: list[list[Line]] = []
+        labels: list[str] = []
+        letters = 0
+        for i in range(n_pages):
+            try:
+                page = pdf[i]
+            except pdfium.PdfiumError as e:
+                raise PdfError("corrupt_pdf", f"page {i + 1} cannot be read: {e}") from None
+            textpage = page.get_textpage()
+            try:
+                lines = page_lines(page, textpage, raw, i)
+            finally:
+                textpage.close()
+                page.close()
+            letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
+            pages.append(lines)
+            try:
+                labels.append(pdf.get_page_label(i) or "")
+            except Exception:
+                labels.append("")
+        if n_pages == 0:
+            raise PdfError("corrupt_pdf", "the PDF has no pages")
+        if letters < MIN_CHARS_PER_PAGE * n_pages:
+            raise PdfError(
+                "no_text_layer",
+                f"no text layer: {letters} letters on {n_pages} pages (scanned pages? "
+                "OCR is not done)",
+            )
+        title = (pdf.get_metadata_value("Title") or "").strip() or None
+        result = assemble(pages, outline(pdf), labels, title)
+    finally:
+        pdf.close()
+    if not result.text.strip():
+        raise PdfError("no_text_layer", f"no text left on {n_pages} pages")
+    return result
