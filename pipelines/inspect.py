@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import run_stats
-from pipelines.run_stats import CHUNK_COLUMNS, GroupStats, Limits
+from pipelines.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
 from pipelines.run_tables import read_json, read_table
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
@@ -81,7 +82,10 @@ def load_run(output: str) -> Run:
         raise ValueError(
             f"{output} has no run_manifest.json: not the output of a complete corpus-chunker run"
         )
-    chunks = read_table(output, "chunks", CHUNK_COLUMNS)
+    try:
+        chunks = read_table(output, "chunks", CHUNK_COLUMNS + PAGE_COLUMNS)
+    except (KeyError, ValueError, pa.ArrowInvalid):  # a run made before chunks had pages
+        chunks = read_table(output, "chunks", CHUNK_COLUMNS)
     documents = read_table(output, "documents", DOCUMENT_COLUMNS)
     rejects = read_table(output, "rejects")
     return Run(
@@ -312,6 +316,14 @@ def find_document(run: Run, key: str) -> dict:
     raise ValueError(f"--show {key!r} matches {len(ending)} documents ({names}); give more of it")
 
 
+def page_range(chunk: dict) -> str:
+    """ "p. 3", "pp. 3-4", with the document's own label: "p. 5 (iii)"."""
+    first, last = chunk["page_start"], chunk.get("page_end") or chunk["page_start"]
+    where = f"p. {first}" if first == last else f"pp. {first}-{last}"
+    label = chunk.get("page_label")
+    return f"{where} ({label})" if label and label != str(first) else where
+
+
 def show_document(run: Run, key: str, stream: TextIO) -> None:
     """Print one document with a line where each chunk starts; overlap highlighted."""
     doc = find_document(run, key)
@@ -331,6 +343,8 @@ def show_document(run: Run, key: str, stream: TextIO) -> None:
                     break
                 path = " > ".join(c["section_path"] or []) or "(no section)"
                 line = f"── chunk {c['chunk_index']} · {c['token_count']} tokens · {path}"
+                if c.get("page_start") is not None:
+                    line += " · " + page_range(c)
                 if c.get("context"):
                     line += f" · header: {c['context']!r}"
                 stream.write(

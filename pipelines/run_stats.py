@@ -35,6 +35,7 @@ CHUNK_COLUMNS = [
     "section_path",
     "is_parent",
 ]
+PAGE_COLUMNS = ["page_start", "page_end", "page_label"]  # runs made before them have none
 
 
 @dataclass(frozen=True)

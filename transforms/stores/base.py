@@ -34,6 +34,9 @@ CHUNK_COLUMNS = (
     "section_path",
     "start_char",
     "end_char",
+    "page_start",
+    "page_end",
+    "page_label",
     "chunk_index",
     "title",
     "doc_type",
@@ -52,6 +55,8 @@ RUN_ID = Column(
     nullable=False,
 )
 STORE_COLUMNS = (*CHUNK_COLUMNS, RUN_ID.name)
+# Columns added after tables were first made: a store adds them to an older table.
+ADDED_COLUMNS = ("page_start", "page_end", "page_label")
 
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 

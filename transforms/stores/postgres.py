@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from transforms.stores.base import (
+    ADDED_COLUMNS,
     STATE_TABLE,
     STORE_COLUMNS,
     LoadState,
@@ -66,9 +67,14 @@ def create_table_sql(table: str, embedding_dim: int) -> list[str]:
         f"{f.name} {_sql_type(f)}" + (" PRIMARY KEY" if f.name == "chunk_id" else "")
         for f in store_schema(embedding_dim)
     )
+    schema = store_schema(embedding_dim)
     return [
         f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n) WITH (fillfactor = {FILLFACTOR})",
         f"CREATE INDEX IF NOT EXISTS {table}_doc_id ON {table} (doc_id)",
+        *(
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {_sql_type(schema.field(name))}"
+            for name in ADDED_COLUMNS
+        ),
     ]
 
 
