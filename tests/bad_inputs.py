@@ -87,6 +87,18 @@ EXPECTED: dict[str, Outcome] = {
     "binary/image.png": _rejected("extract", "binary"),
     "binary/archive.zip": _rejected("extract", "binary"),
     "binary/program": _rejected("extract", "binary"),
+    # PDF and Office files (tests/paged/make.py makes them)
+    "paged/encrypted.pdf": _rejected("extract", "encrypted"),
+    "paged/scanned.pdf": _rejected("extract", "no_text_layer"),
+    "paged/truncated.pdf": _rejected("extract", "corrupt_pdf"),
+    "paged/broken.docx": _rejected("extract", "corrupt_docx"),
+    "paged/broken.pptx": _rejected("extract", "corrupt_pptx"),
+    "paged/page_count_bomb.pdf": _rejected("extract", "no_text_layer"),  # 5,000 empty pages
+    "paged/deep_nesting.pdf": _rejected("extract", "no_text_layer"),  # PDFium stops at its depth
+    "paged/stream_bomb.pdf": CHUNKED,  # 100 KB inflating to 100 MB: under the memory cap
+    "paged/marked.pdf.gz": CHUNKED,
+    "paged/sample.docx": CHUNKED,
+    "paged/slides.pptx": CHUNKED,
     "text/invalid_utf8.txt": _rejected("extract", "invalid_utf8"),
     "text/latin1.txt": _rejected("extract", "invalid_utf8"),
     "text/latin1_declared.html": CHUNKED,
@@ -136,10 +148,27 @@ EXPECTED: dict[str, Outcome] = {
 }
 
 
+def _put_paged(put) -> None:
+    from tests.paged import make
+
+    put("paged/encrypted.pdf", make.marked_pdf(2, encrypt="secret"))
+    put("paged/scanned.pdf", make.image_only_pdf(3))
+    put("paged/truncated.pdf", make.marked_pdf(3)[:400])
+    put("paged/broken.docx", make.sample_docx()[:500])
+    put("paged/broken.pptx", make.sample_pptx()[:300])
+    put("paged/page_count_bomb.pdf", make.page_count_bomb(5_000))
+    put("paged/deep_nesting.pdf", make.deep_pdf(100_000))
+    put("paged/stream_bomb.pdf", make.stream_bomb(100))
+    put("paged/marked.pdf.gz", gzip.compress(make.marked_pdf(3)))
+    put("paged/sample.docx", make.sample_docx())
+    put("paged/slides.pptx", make.sample_pptx())
+
+
 def write_bad_corpus(root: Path) -> Path:
     """Write every kind of EXPECTED under root/in (and a file outside it); returns root/in."""
     base = root / "in"
-    for folder in ("binary", "text", "big", "html", "markdown", "code", "odd names", "special"):
+    folders = ("binary", "text", "big", "html", "markdown", "code", "odd names", "special", "paged")
+    for folder in folders:
         (base / folder).mkdir(parents=True, exist_ok=True)
     (base / "links").mkdir(exist_ok=True)
 
@@ -150,6 +179,7 @@ def write_bad_corpus(root: Path) -> Path:
     put("binary/image.png", _png())
     put("binary/archive.zip", _zip())
     put("binary/program", _elf())
+    _put_paged(put)
     put("text/invalid_utf8.txt", PROSE.encode() + b"\x80\x81 broken bytes \xc3\x28 here\n")
     put("text/latin1.txt", ("Café crème, déjà vu, naïve façade. " * 20).encode("latin-1"))
     put(

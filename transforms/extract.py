@@ -433,7 +433,8 @@ class _ExtractFn(beam.DoFn):
             ) from None
         except concurrent.futures.process.BrokenProcessPool as e:
             self._kill_pool()
-            raise ExtractError("extract_failed", f"extraction process died: {e}") from None
+            why = "" if what == "HTML" else f" (capped at {PAGED_MEMORY_BYTES} bytes of memory)"
+            raise ExtractError("extract_failed", f"extraction process died{why}: {e}") from None
 
     def process(self, raw: RawDocument) -> Iterator:
         try:

@@ -88,3 +88,70 @@ def sample_pptx() -> bytes:
     buf = io.BytesIO()
     deck.save(buf)
     return buf.getvalue()
+
+
+def _raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (1 0 obj is the catalog), with a correct cross-reference table."""
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for n, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def page_count_bomb(pages: int = 20_000) -> bytes:
+    """A small PDF of `pages` pages: one empty page object that the page tree lists again and
+    again (20,000 pages in about 160 KB)."""
+    kids = b" ".join(b"3 0 R" for _ in range(pages))
+    return _raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % pages,
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
+        ]
+    )
+
+
+def deep_pdf(depth: int = 100_000) -> bytes:
+    """A PDF whose page dictionary holds an array nested `depth` deep."""
+    return _raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Deep "
+            + b"[" * depth
+            + b"]" * depth
+            + b" >>",
+        ]
+    )
+
+
+def stream_bomb(megabytes: int = 300) -> bytes:
+    """A one-page PDF whose content stream inflates from about 300 KB to `megabytes` MB of
+    spaces around one line of text."""
+    import zlib
+
+    z = zlib.compressobj(9)
+    body = z.compress(b"BT /F1 12 Tf 72 720 Td (A line of text in a bomb) Tj ET\n")
+    chunk = b" " * (1 << 20)
+    for _ in range(megabytes):
+        body += z.compress(chunk)
+    body += z.flush()
+    return _raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(body) + body + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        ]
+    )
