@@ -129,7 +129,7 @@ def test_documents_in_equal_chunked_plus_rejected(demo):
     assert r["model_read_tokens"] == r["embedded_tokens"] - r["deduplicated_embedded_tokens"]
     assert r["cost_usd"] == pytest.approx(r["model_read_tokens"] * 0.02 / 1e6)
     assert r["saved_usd"] == pytest.approx(r["deduplicated_embedded_tokens"] * 0.02 / 1e6)
-    assert set(r["by_doc_type"]) == {"code", "html", "markdown", "text"}
+    assert set(r["by_doc_type"]) == {"code", "html", "markdown", "text", "pdf", "docx", "pptx"}
 
 
 def test_each_type_gets_its_strategy_and_sections(demo):
