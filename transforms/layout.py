@@ -30,7 +30,7 @@ class PagedError(Exception):
         return type(self), (self.reason, str(self))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a 2,000-page PDF has 80,000 of them
 class Line:
     """One line of text on a page; y grows downwards from the page's top (0..height)."""
 
@@ -74,6 +74,7 @@ _PAGE_NUMBER = re.compile(r"(?i)(page\s+)?(\d{1,4}|[ivxlcdm]{1,7})(\s*(/|of)\s*\
 _NUMBERED = re.compile(r"(\d+(?:\.\d+)+|[A-Z]\.\d+(?:\.\d+)*|\d+\.?)\s+\S")
 _ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
 _INDEX_LINE = re.compile(r"[^\d]+[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+_CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
 _FIRST_WORD = re.compile(r"([a-z]+)")
 _WORD = re.compile(r"[A-Za-z]+")
@@ -267,8 +268,11 @@ def outline_headings(
                     if i + span > len(lines):
                         break
                     got += _match_key(lines[i + span - 1].text)
-                    if got == want or (got.endswith(want) and len(got) - len(want) <= 8):
-                        out[(p, i)] = (min(entry.level, 6), span)
+                    if got == want or got.lstrip("0123456789") == want:
+                        first, span = i, span
+                        if i > 0 and _CHAPTER.fullmatch(lines[i - 1].text.strip()):
+                            first, span = i - 1, span + 1  # "Chapter 3" above "Scope"
+                        out[(p, first)] = (min(entry.level, 6), span)
                         found = True
                         break
                     if not (want.startswith(got) or want.endswith(got) or _tail_match(got, want)):
@@ -288,18 +292,33 @@ def _words(pages: Sequence[Sequence[Line]]) -> set[str]:
     return {w.lower() for lines in pages for line in lines for w in _WORD.findall(line.text)}
 
 
-def join_hyphen(line: str, following: str, words: set[str]) -> tuple[str, str] | None:
+def join_hyphen(
+    line: str, following: str, words: set[str], compounds: frozenset[str] = frozenset()
+) -> tuple[str, str] | None:
     """(line, following) with a line-end hyphen joined ("exam-" + "ple ..." -> "example",
-    the rest of `following` after it) when the joined word occurs elsewhere; else None."""
+    the rest of `following` after it), else None. Joined when the joined word occurs elsewhere
+    in the document, or when the hyphenated form does not (a word such as "self-contained"
+    that the document writes with its hyphen inside a line keeps it)."""
     m = _HYPHEN_END.search(line)
     n = _FIRST_WORD.match(following)
     if not m or not n:
         return None
     joined = m.group(1) + n.group(1)
-    if joined.lower() not in words:
+    hyphenated = f"{m.group(1)}-{n.group(1)}".lower()
+    if joined.lower() not in words and hyphenated in compounds:
         return None
     rest = following[n.end() :]
     return line[: m.start(1)] + joined + rest, ""
+
+
+_COMPOUND = re.compile(r"[A-Za-z]+-[A-Za-z]+")
+
+
+def _compounds(pages: Sequence[Sequence[Line]]) -> frozenset[str]:
+    """Hyphenated words written inside a line somewhere in the document."""
+    return frozenset(
+        w.lower() for lines in pages for line in lines for w in _COMPOUND.findall(line.text)
+    )
 
 
 def _as_markdown_line(text: str) -> str:
@@ -332,6 +351,7 @@ def assemble(
     else:
         headings = {k: (level, 1) for k, level in font_headings(kept).items()}
     words = _words(kept)
+    compounds = _compounds(kept)
     out: list[str] = []
     length = 0
     starts: list[int] = []
@@ -374,7 +394,7 @@ def assemble(
                 i += span
                 continue
             if pending is not None:
-                joined = join_hyphen(pending, text, words)
+                joined = join_hyphen(pending, text, words, compounds)
                 if joined is not None:
                     pending = joined[0]
                     if not page_started:  # the page starts inside the joined line

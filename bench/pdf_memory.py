@@ -1,0 +1,59 @@
+"""Peak memory of one PDF extraction against the size of its text: a generated PDF of N pages
+(reportlab, 40 lines of text a page), extracted in a fresh process.
+
+    python bench/pdf_memory.py [PAGES]
+"""
+
+from __future__ import annotations
+
+import io
+import resource
+import subprocess
+import sys
+import time
+
+
+def make(pages: int) -> bytes:
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf)
+    for n in range(pages):
+        c.setFont("Helvetica", 10)
+        for k in range(40):
+            c.drawString(60, 780 - 18 * k, f"Line {k} of page {n}: the quick brown fox jumps over")
+        c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def child(path: str) -> None:
+    from transforms.pdf import pdf_to_paged_text
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open(path, "rb") as f:
+        data = f.read()
+    start = time.perf_counter()
+    text = pdf_to_paged_text(data).text
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    mb = 1024
+    ratio = (peak - before) * 1024 / len(text.encode())
+    print(
+        f"pdf {len(data) / 1e6:.1f} MB, text {len(text.encode()) / 1e6:.1f} MB, "
+        f"{seconds:.1f} s; peak RSS {peak / mb:.0f} MB (after imports {before / mb:.0f} MB, "
+        f"growth {(peak - before) / mb:.0f} MB = {ratio:.1f}x "
+        "the text)"
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(sys.argv[2])
+    else:
+        pages = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+        path = f"/tmp/pdf_memory_{pages}.pdf"
+        with open(path, "wb") as f:
+            f.write(make(pages))
+        print(f"{pages} pages")
+        subprocess.run([sys.executable, __file__, "--child", path], check=True)
