@@ -11,7 +11,15 @@ from tests.paged.make import image_only_pdf, marked_pdf, sample_docx, sample_ppt
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.detect import binary_type
 from transforms.extract import ExtractError, extract_document
-from transforms.layout import Line, join_hyphen, normalise, page_of, running_lines
+from transforms.layout import (
+    Line,
+    OutlineEntry,
+    join_hyphen,
+    normalise,
+    outline_headings,
+    page_of,
+    running_lines,
+)
 
 pytest.importorskip("reportlab")
 
@@ -105,8 +113,9 @@ def test_pptx_slides_are_sections_and_pages_with_notes():
 def test_layout_core():
     assert normalise("\ufb01nd e\ufb03cient") == "find efficient"
     assert join_hyphen("an exam-", "ple here", {"example"}) == ("an example here", "")
-    assert join_hyphen("self-", "contained", {"selfcontained"}) is not None
-    assert join_hyphen("self-", "contained", set()) is None
+    assert join_hyphen("de-", "sired", set()) == ("desired", "")  # not written with a hyphen
+    assert join_hyphen("self-", "contained", set(), frozenset({"self-contained"})) is None
+    assert join_hyphen("self-", "contained", {"selfcontained"}, frozenset({"self-contained"}))
     pages = [
         [
             Line(p, "Manual header", 0, 10, 100, 20),
@@ -120,3 +129,18 @@ def test_layout_core():
     assert {(p, 0) for p in range(4)} <= running  # the header
     assert {(p, 7) for p in range(4)} <= running  # the page number
     assert (0, 1) not in running
+
+
+def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
+    lines = [
+        Line(0, "Chapter 3", 0, 10, 100, 20),
+        Line(0, "The Gory Details", 0, 30, 100, 40),
+        Line(0, "3.7.4 2-Systems", 0, 50, 100, 60),
+        Line(0, "tion (PDE).", 0, 70, 100, 80),
+    ]
+    outline = [
+        OutlineEntry("The Gory Details", 1, 0),
+        OutlineEntry("2-Systems", 2, 0),
+        OutlineEntry("Pde()", 2, 0),  # on another page; must not take "tion (PDE)."
+    ]
+    assert outline_headings([lines], outline) == {(0, 0): (1, 2), (0, 2): (2, 1)}

@@ -74,6 +74,7 @@ _PAGE_NUMBER = re.compile(r"(?i)(page\s+)?(\d{1,4}|[ivxlcdm]{1,7})(\s*(/|of)\s*\
 _NUMBERED = re.compile(r"(\d+(?:\.\d+)+|[A-Z]\.\d+(?:\.\d+)*|\d+\.?)\s+\S")
 _ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
 _INDEX_LINE = re.compile(r"[^\d]+[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+_SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
 _FIRST_WORD = re.compile(r"([a-z]+)")
@@ -263,12 +264,14 @@ def outline_headings(
             for i in range(len(lines)):
                 if (p, i) in out:
                     continue
-                got = ""
+                got, raw_text = "", ""
                 for span in range(1, 4):
                     if i + span > len(lines):
                         break
                     got += _match_key(lines[i + span - 1].text)
-                    if got == want or got.lstrip("0123456789") == want:
+                    raw_text += " " + lines[i + span - 1].text
+                    unnumbered = _match_key(_SECTION_NUMBER.sub("", raw_text, count=1))
+                    if want in (got, unnumbered):
                         first, span = i, span
                         if i > 0 and _CHAPTER.fullmatch(lines[i - 1].text.strip()):
                             first, span = i - 1, span + 1  # "Chapter 3" above "Scope"

@@ -1,0 +1,136 @@
+"""PDF text against the same manual's HTML: word 4-shingle recall and precision, heading
+recall, and pages per second beside pypdf and pdfminer.six, in one run.
+
+    python bench/pdf_text.py NAME=PDF=HTML_DIR [NAME=PDF=HTML_DIR ...]
+
+HTML_DIR's pages are read through the job's own HTML extractor (trafilatura), its index.html
+(the title and the contents) left aside. Words are runs of letters, lower-cased, so page
+numbers and footnote marks do not count. "naive" is PDFium's text page by page, with the
+contents and index pages that transforms.layout finds dropped and line-end hyphens joined;
+"ours" is transforms.pdf. Headings: the HTML's h1-h4, found when a Markdown heading of ours
+spells the same letters (numbers aside).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+import time
+
+import lxml.html
+
+from transforms.html import html_to_markdown
+from transforms.layout import Line, contents_pages, index_pages
+from transforms.pdf import pdf_to_paged_text
+
+_WORD = re.compile(r"[^\W\d_]+")
+_HEADING = re.compile(r"^#{1,6} (.*)$", re.MULTILINE)
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def shingles(text: str, n: int = 4) -> set[tuple[str, ...]]:
+    w = words(text)
+    return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+
+
+def recall_precision(got: str, want: str) -> tuple[float, float]:
+    g, w = shingles(got), shingles(want)
+    both = len(g & w)
+    return both / max(1, len(w)), both / max(1, len(g))
+
+
+def html_text_and_headings(folder: str) -> tuple[str, list[str]]:
+    texts, heads = [], []
+    for path in sorted(glob.glob(os.path.join(folder, "*.html"))):
+        if os.path.basename(path) == "index.html":
+            continue
+        with open(path, "rb") as f:
+            raw = f.read().decode("utf-8", "replace")
+        texts.append(html_to_markdown(raw).text)
+        tree = lxml.html.fromstring(raw)
+        heads += [" ".join(h.text_content().split()) for h in tree.xpath("//h1|//h2|//h3|//h4")]
+    return "\n".join(texts), heads
+
+
+def naive(data: bytes) -> str:
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    pages = []
+    for i in range(len(pdf)):
+        tp = pdf[i].get_textpage()
+        pages.append(tp.get_text_range(0, tp.count_chars(), force_this=True))
+    as_lines = [
+        [Line(i, t, 0, 0, 0, 0) for t in text.replace("\r", "").split("\n")]
+        for i, text in enumerate(pages)
+    ]
+    drop = contents_pages(as_lines) | index_pages(as_lines)
+    text = "\n".join(p for i, p in enumerate(pages) if i not in drop).replace("\r", "")
+    text = text.replace("\ufffe", "-\n")
+    return re.sub(r"([A-Za-z])-\n([a-z])", r"\1\2", text)
+
+
+def _key(text: str) -> str:
+    return "".join(words(text))
+
+
+def heading_recall(ours: str, html_heads: list[str]) -> tuple[float, int]:
+    have = {_key(h) for h in _HEADING.findall(ours)}
+    # the HTML's own contents and index headings aside, as their pages are
+    want = [_key(h) for h in html_heads if _key(h) and _key(h) not in ("contents", "index")]
+    found = sum(1 for h in want if h in have)
+    return found / max(1, len(want)), len(want)
+
+
+def speed(data: bytes, pages: int) -> dict[str, float]:
+    import io
+
+    import pypdf
+    from pdfminer.high_level import extract_text
+
+    out = {}
+    for name, fn in (
+        ("ours", lambda: pdf_to_paged_text(data)),
+        ("pypdf", lambda: [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages]),
+        ("pdfminer.six", lambda: extract_text(io.BytesIO(data))),
+    ):
+        start = time.perf_counter()
+        fn()
+        out[name] = pages / (time.perf_counter() - start)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    import pypdfium2 as pdfium
+
+    print("| pair | pages | naive R | naive P | ours R | ours P | headings (of HTML h1-h4) |")
+    print("|---|---|---|---|---|---|---|")
+    speeds = []
+    for arg in argv:
+        name, pdf_path, html_dir = arg.split("=")
+        with open(pdf_path, "rb") as f:
+            data = f.read()
+        n_pages = len(pdfium.PdfDocument(data))
+        html, heads = html_text_and_headings(html_dir)
+        ours = pdf_to_paged_text(data).text
+        nr, np_ = recall_precision(naive(data), html)
+        r, p = recall_precision(ours, html)
+        hr, hn = heading_recall(ours, heads)
+        print(f"| {name} | {n_pages} | {nr:.3f} | {np_:.3f} | {r:.3f} | {p:.3f} | {hr:.3f} ({hn}) |")
+        speeds.append((name, n_pages, speed(data, n_pages)))
+    print("\n| pair | ours pages/s | pypdf pages/s | pdfminer.six pages/s | ours / pypdf |")
+    print("|---|---|---|---|---|")
+    for name, _, s in speeds:
+        print(
+            f"| {name} | {s['ours']:.1f} | {s['pypdf']:.1f} | {s['pdfminer.six']:.1f} "
+            f"| {s['ours'] / s['pypdf']:.1f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
