@@ -95,6 +95,9 @@ class Chunk:
     # Counted by the count stage (transforms.budget).
     embed_tokens: int = 0
     context_tokens: int = 0  # the header and its joiner, in --pricing_tokenizer (not written)
+    # the header row of the Markdown table the chunk starts inside, for its path header (not
+    # written: a piece of a split table is embedded under its column names)
+    table_header: str | None = None
     model_tokens: int | None = None
     embed_seconds: float = 0.0  # this chunk's share of its batch's model time (not written)
     # (prompt tokens, completion tokens, requests, cache hit) of its LLM context line

@@ -144,3 +144,20 @@ def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
         OutlineEntry("Pde()", 2, 0),  # on another page; must not take "tion (PDE)."
     ]
     assert outline_headings([lines], outline) == {(0, 0): (1, 2), (0, 2): (2, 1)}
+
+
+def test_a_split_table_repeats_its_header_row_in_every_piece():
+    from transforms.context.path import path_header
+
+    rows = "".join(f"| row {i} | value number {i} of the long table |\n" for i in range(60))
+    text = "# Data\n\nThe table:\n\n| Name | Value |\n|---|---|\n" + rows + "\nAfter.\n"
+    doc = extract_document(RawDocument("t.md", "id", text.encode()), None)
+    chunks = DocumentChunker(ChunkingConfig(chunk_size=64)).chunk_document(doc)
+    pieces = [c for c in chunks if "| row " in c.text]
+    assert len(pieces) > 3
+    for c in pieces:
+        if "| Name" not in c.text:  # a later piece: cut between rows, under the header row
+            assert c.text.startswith("| row ")
+            assert c.table_header == "| Name | Value |"
+            assert path_header(c).endswith("\n| Name | Value |")
+    assert all(c.table_header is None for c in chunks if not c.text.startswith("|"))

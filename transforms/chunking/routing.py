@@ -9,6 +9,7 @@ within the model's own word-piece limit.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -249,10 +250,41 @@ class DocumentChunker:
                     content_hash=doc.content_hash,
                     parent_id=ids[parent] if parent is not None else None,
                     is_parent=is_parent,
+                    table_header=table_header(doc.text, span.start)
+                    if doc.doc_type not in ("code", "text")
+                    else None,
                     **chunk_pages(doc, span.start, span.end),
                 )
             )
         return chunks, tokenized.n_tokens
+
+
+MAX_TABLE_LOOKBACK_LINES = 10_000
+_TABLE_SEPARATOR = re.compile(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?")
+
+
+def table_header(text: str, start: int) -> str | None:
+    """The header row of the Markdown table whose body row starts at `start` (a chunk cut
+    between the rows of a table too large for one), else None. At most
+    MAX_TABLE_LOOKBACK_LINES rows are walked back."""
+    if not text.startswith("|", start):
+        return None
+    end = start
+    for _ in range(MAX_TABLE_LOOKBACK_LINES):
+        if end == 0:
+            return None
+        line_start = text.rfind("\n", 0, end - 1) + 1
+        line = text[line_start : end - 1]
+        if not line.startswith("|"):
+            return None
+        if _TABLE_SEPARATOR.fullmatch(line.strip()):
+            if line_start == 0:
+                return None
+            head_start = text.rfind("\n", 0, line_start - 1) + 1
+            head = text[head_start : line_start - 1]
+            return head if head.startswith("|") else None
+        end = line_start
+    return None
 
 
 def chunk_pages(doc: Document, start: int, end: int) -> dict:

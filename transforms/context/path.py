@@ -32,7 +32,8 @@ def path_header(chunk: Chunk) -> str:
     the title, then the section path, without repeating a first heading equal to the title.
     Code: the last three components of the source path, then the enclosing class/function
     path. The path comes first: a header cut to its budget loses the deepest headings, never
-    where the document is.
+    where the document is. A chunk that starts inside a Markdown table (one too large for a
+    chunk, split between rows) gets the table's header row on a line after the path.
     """
     sections = [s for s in (_clean_heading(s) for s in chunk.section_path) if s]
     if chunk.doc_type == "code":
@@ -46,7 +47,10 @@ def path_header(chunk: Chunk) -> str:
     for part in parts:
         if part and not (out and _same_heading(out[-1], part)):
             out.append(part)
-    return PATH_SEPARATOR.join(out)
+    header = PATH_SEPARATOR.join(out)
+    if chunk.table_header:  # a piece of a split table: its column names on the next line
+        header += "\n" + chunk.table_header
+    return header
 
 
 def _clean_cut(prefix: str) -> str:
