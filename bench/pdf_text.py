@@ -121,7 +121,8 @@ def main(argv: list[str]) -> None:
         nr, np_ = recall_precision(naive(data), html)
         r, p = recall_precision(ours, html)
         hr, hn = heading_recall(ours, heads)
-        print(f"| {name} | {n_pages} | {nr:.3f} | {np_:.3f} | {r:.3f} | {p:.3f} | {hr:.3f} ({hn}) |")
+        cells = f"{nr:.3f} | {np_:.3f} | {r:.3f} | {p:.3f} | {hr:.3f} ({hn})"
+        print(f"| {name} | {n_pages} | {cells} |")
         speeds.append((name, n_pages, speed(data, n_pages)))
     print("\n| pair | ours pages/s | pypdf pages/s | pdfminer.six pages/s | ours / pypdf |")
     print("|---|---|---|---|---|")
