@@ -151,3 +151,19 @@ def test_a_result_first_covering_two_answers_counts_as_two_consecutive_ranks() -
     both = score_ranking([frozenset({0, 1})], n_answers=2)
     assert both["recall@1"] == 0.5 and both["recall@5"] == 1 and both["mrr@10"] == 1
     assert both["ndcg@10"] == pytest.approx(1.0)
+
+
+def test_verify_answers_refuses_a_question_moved_to_the_other_half(tmp_path) -> None:
+    from eval.verify_answers import check
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("the answer is here")
+    other = {"tune": "confirm", "confirm": "tune"}[split_of("x")]
+    record = {"id": "x", "question": "?", "split": other,
+              "answers": [{"text": "answer is", "source": "c/a.md"}]}  # fmt: skip
+    (tmp_path / "q.jsonl").write_text(json.dumps(record) + "\n")
+    problems = check([str(tmp_path / "q.jsonl")], str(tmp_path))
+    assert len(problems) == 1 and "hashes to" in problems[0]
+    record["split"] = split_of("x")
+    (tmp_path / "q.jsonl").write_text(json.dumps(record) + "\n")
+    assert check([str(tmp_path / "q.jsonl")], str(tmp_path)) == []
