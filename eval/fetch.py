@@ -11,7 +11,7 @@ again. A version that the mirror no longer carries, or a different sha256, stops
 from __future__ import annotations
 
 import argparse
-import fnmatch
+import glob
 import gzip
 import hashlib
 import json
@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 LOCK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpora.json")
@@ -81,15 +82,19 @@ def download(debs: str, package: dict[str, Any]) -> str:
     return path
 
 
-def select(unpacked: str, patterns: list[str]) -> list[str]:
-    """Files under `unpacked` (relative paths, sorted) that the glob patterns match."""
-    found = []
-    for folder, _, files in os.walk(unpacked):
-        for name in files:
-            rel = os.path.relpath(os.path.join(folder, name), unpacked)
-            if any(fnmatch.fnmatchcase(rel, p) for p in patterns):
-                found.append(rel)
-    return sorted(found)
+def select(unpacked: str, patterns: list[str], exclude: Sequence[str] = ()) -> list[str]:
+    """Files under `unpacked` (relative paths, sorted) that a glob of `patterns` matches and
+    no glob of `exclude` does (shell globs: `*` stays within one folder)."""
+
+    def matching(globs: Sequence[str]) -> set[str]:
+        return {
+            os.path.relpath(path, unpacked)
+            for pattern in globs
+            for path in glob.glob(os.path.join(unpacked, pattern))
+            if os.path.isfile(path)
+        }
+
+    return sorted(matching(patterns) - matching(exclude))
 
 
 def fetch(cache: str) -> dict[str, Any]:
@@ -106,11 +111,15 @@ def fetch(cache: str) -> dict[str, Any]:
         shutil.rmtree(unpacked, ignore_errors=True)
         os.makedirs(unpacked)
         subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
-        files = select(unpacked, package["files"])
+        files = select(unpacked, package["files"], package.get("exclude", []))
         if not files:
             raise SystemExit(f"eval.fetch: no file of {package['name']} matches {package['files']}")
         target = os.path.join(corpus, package["corpus"])
         os.makedirs(target, exist_ok=True)
+        names = [os.path.basename(rel).removesuffix(".gz") for rel in files]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # the corpus folder is flat: two files of one name would overwrite
+            raise SystemExit(f"eval.fetch: {package['name']}: {twice} taken from two folders")
         for rel in files:
             name = os.path.basename(rel)
             if name.endswith(".gz"):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
+import hashlib
 import inspect
 import json
 import os
@@ -84,13 +85,30 @@ def postgresql(root: str, n: int) -> list[dict]:
                 break
         if what and answer:
             source = os.path.relpath(path, root)
-            question = f"How do I {what} in PostgreSQL?"
+            question = f"How do I {what}?"
             candidates.append(_record(f"pg-{name}", question, answer, source, "postgresql", "html"))
     random.Random(SEED).shuffle(candidates)
     return sorted(candidates[:n], key=lambda r: r["id"])
 
 
 # --- SQLite FAQ: the question headings ---------------------------------------------------------
+
+
+# The FAQ's headings name the product in 16 of 27 ("Is SQLite threadsafe?"); the question keeps
+# the heading's words but the product: an error code's name (SQLITE_SCHEMA) is an API name.
+_SQLITE_NAMES = (
+    (re.compile(r"\ban SQLite database"), "a database"),
+    (re.compile(r"\bSQLite (databases?)"), r"\1"),
+    (re.compile(r" in SQLite\b"), ""),
+    (re.compile(r"\bSQLite\b"), "the database engine"),
+)
+
+
+def unnamed_sqlite(heading: str) -> str:
+    """An FAQ heading without the product's name ("Is the database engine threadsafe?")."""
+    for pattern, replacement in _SQLITE_NAMES:
+        heading = pattern.sub(replacement, heading)
+    return heading[:1].upper() + heading[1:]
 
 
 def sqlite(root: str) -> list[dict]:
@@ -105,7 +123,8 @@ def sqlite(root: str) -> list[dict]:
         words = _norm(block.text_content()).split()[:SQLITE_ANSWER_WORDS]
         source = os.path.relpath(path, root)
         qid = f"sqlite-faq-{int(match.group(1)):02d}"
-        out.append(_record(qid, match.group(2), " ".join(words), source, "sqlite", "html"))
+        question = unnamed_sqlite(match.group(2))
+        out.append(_record(qid, question, " ".join(words), source, "sqlite", "html"))
     return out
 
 
@@ -156,7 +175,7 @@ def nodejs(root: str, per_module: int) -> list[dict]:
         rng.shuffle(names)
         source = os.path.relpath(path, root)
         for name in sorted(names[:per_module]):
-            question = f"What does {name}() do in Node.js?"
+            question = f"What does {name}() do?"
             out.append(_record(f"node-{name}", question, found[name], source, "nodejs", "markdown"))
     return out
 
@@ -174,14 +193,18 @@ def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef]]:
                     yield f"{node.name}.{item.name}", item
 
 
+def _code_id(module: str) -> str:
+    """The id prefix of the earlier files ("requests.utils."), kept so ids (and splits) stay."""
+    return "requests." + module
+
+
 def code(root: str, n_docstring: int, n_where: int) -> list[dict]:
     docstring, where = [], []
     for path in sorted(glob.glob(os.path.join(root, "requests", "*.py"))):
         with open(path, encoding="utf-8") as f:
             source_text = f.read()
-        module = "requests" + (
-            "" if path.endswith("__init__.py") else "." + os.path.basename(path)[:-3]
-        )
+        # the module without the package's name: the question names the API, not the product
+        module = "" if path.endswith("__init__.py") else os.path.basename(path)[:-3] + "."
         source = os.path.relpath(path, root)
         for qualname, node in _functions(ast.parse(source_text)):
             if node.name.startswith("_"):
@@ -189,13 +212,13 @@ def code(root: str, n_docstring: int, n_where: int) -> list[dict]:
             doc = ast.get_docstring(node)
             summary = _norm(inspect.cleandoc(doc).split("\n\n")[0]) if doc else ""
             if len(summary.split()) >= 6 and summary in _norm(source_text):
-                question = f"What does {module}.{qualname}() do?"
-                qid = f"code-doc-{module}.{qualname}"
+                question = f"What does {module}{qualname}() do?"
+                qid = f"code-doc-{_code_id(module)}{qualname}"
                 docstring.append(_record(qid, question, summary, source, "code", "code"))
             body = ast.get_source_segment(source_text, node)
             if body and 5 <= body.count("\n") <= 60:
-                question = f"Where is {module}.{qualname}() implemented?"
-                qid = f"code-where-{module}.{qualname}"
+                question = f"Where is {module}{qualname}() implemented?"
+                qid = f"code-where-{_code_id(module)}{qualname}"
                 where.append(_record(qid, question, body, source, "code", "code"))
     rng = random.Random(SEED)
     rng.shuffle(docstring)
@@ -204,6 +227,163 @@ def code(root: str, n_docstring: int, n_where: int) -> list[dict]:
     rest = [r for r in where if r["id"].removeprefix("code-where-") not in taken]
     rng.shuffle(rest)
     return sorted(picked + rest[:n_where], key=lambda r: r["id"])
+
+
+# --- API definitions: Sphinx, Javadoc and Doxygen pages ----------------------------------------
+# Each question asks about one definition of an API reference (a Sphinx `dt`, a Javadoc member
+# detail, a Doxygen member) by the API's name without the package or namespace that would
+# name the product; its answer is the start of the definition's description.
+
+
+def _paragraphs_from(first: Any) -> str:
+    """`first`'s text, and the next sibling paragraphs' while under WORDS_MIN words: one
+    contiguous passage of the page."""
+    text, node = _norm(first.text_content()), first.getnext()
+    while len(text.split()) < WORDS_MIN and node is not None and node.tag == "p":
+        text = _norm(text + " " + node.text_content())
+        node = node.getnext()
+    return text
+
+
+def _words(text: str, n: int) -> str:
+    return " ".join(text.split()[:n])
+
+
+_SPHINX_CALLABLE = {"function", "method", "classmethod", "staticmethod", "decorator"}
+_SPHINX_CLASS = {"class", "exception"}
+_SPHINX_VALUE = {"attribute", "data", "property"}
+
+
+def _definition_question(name: str, kind: str) -> str:
+    if kind == "callable":
+        return f"What does {name}() do?"
+    if kind == "class":
+        return f"What is the {name} class for?"
+    return f"What is {name}?"
+
+
+def _sample(candidates: list[dict], n: int) -> list[dict]:
+    random.Random(SEED).shuffle(candidates)
+    return sorted(candidates[:n], key=lambda r: r["id"])
+
+
+def sphinx(root: str, corpus: str, n: int) -> list[dict]:
+    """Sphinx's Python domain: `<dl class="py function">` and friends. The name is the `dt`'s
+    id less its first (module) component: `click.Context.invoke` asks about Context.invoke."""
+    candidates, seen = [], set()
+    for path in sorted(glob.glob(os.path.join(root, corpus, "*.html"))):
+        tree = _html(path)
+        definitions = tree.xpath('//dl[contains(concat(" ", @class, " "), " py ")]')
+        # the package's modules: every first component of an id (attrs has attr and attrs,
+        # and ids like attr.attrs.frozen); stripped while they lead a name
+        roots = {dt.get("id").split(".")[0] for dt in tree.xpath("//dl/dt[@id]")}
+        for dl in definitions:
+            classes = set((dl.get("class") or "").split())
+            kind = (
+                "callable"
+                if classes & _SPHINX_CALLABLE
+                else "class"
+                if classes & _SPHINX_CLASS
+                else "value"
+                if classes & _SPHINX_VALUE
+                else None
+            )
+            dt, dd = dl.find("dt"), dl.find("dd")
+            if kind is None or dt is None or dd is None or "." not in (dt.get("id") or ""):
+                continue
+            components = dt.get("id").split(".")
+            while len(components) > 1 and components[0] in roots:
+                components = components[1:]
+            name = ".".join(components)
+            first = next((c for c in dd if c.tag == "p"), None)
+            if first is None or name in seen:
+                continue
+            answer = _paragraphs_from(first)
+            if len(answer.split()) < WORDS_MIN:
+                continue
+            seen.add(name)
+            source = os.path.relpath(path, root)
+            question = _definition_question(name, kind)
+            candidates.append(_record(f"{corpus}-{name}", question, answer, source, corpus, "html"))
+    return _sample(candidates, n)
+
+
+def javadoc(root: str, corpus: str, n: int) -> list[dict]:
+    """Javadoc's member details (`<li class="blockList">` with an `h4` name, a `pre` signature
+    and a `div.block` description), named Class.member; constructors are left out."""
+    candidates, seen = [], set()
+    for path in sorted(glob.glob(os.path.join(root, corpus, "*.html"))):
+        owner = os.path.basename(path).removesuffix(".html")  # Timeout.Builder
+        tree = _html(path)
+        for li in tree.xpath('//li[@class="blockList"][h4][pre]'):
+            member = _norm(li.findtext("h4") or "")
+            block = li.xpath('./div[@class="block"]')
+            name = f"{owner}.{member}"
+            if not member or member == owner.rsplit(".", 1)[-1] or not block or name in seen:
+                continue
+            answer = _words(_norm(block[0].text_content()), SQLITE_ANSWER_WORDS)
+            if len(answer.split()) < WORDS_MIN:
+                continue
+            seen.add(name)
+            signature = _norm(li.find("pre").text_content())
+            kind = "callable" if "(" in signature else "value"
+            source = os.path.relpath(path, root)
+            question = _definition_question(name, kind)
+            candidates.append(_record(f"{corpus}-{name}", question, answer, source, corpus, "html"))
+    return _sample(candidates, n)
+
+
+# A member's name as a question can say it: a macro's or a declspec's "name" is none.
+_CPP_NAME = re.compile(r"^(?!__declspec)[A-Za-z_][\w:]*(operator(\W{1,3}| \w+))?$")
+
+
+def doxygen(root: str, corpus: str, n: int) -> list[dict]:
+    """Doxygen's member documentation (`div.memitem`: `memproto` and `memdoc`), named by the
+    prototype's qualified name less its namespace (`Json::Value::isMember` -> Value::isMember);
+    the answer is the description's first paragraph (not the "Definition at line" one)."""
+    candidates, seen = [], set()
+    for path in sorted(glob.glob(os.path.join(root, corpus, "*.html"))):
+        tree = _html(path)
+        for item in tree.xpath('//div[@class="memitem"]'):
+            cell = item.xpath('.//td[@class="memname"]')
+            # "const Int Json::Value::maxInt = Int(maxUInt / 2)": the name before any initializer
+            declared = _norm(cell[0].text_content()).split("=")[0].split() if cell else []
+            qualified = declared[-1] if declared else ""
+            if len(declared) > 1 and declared[-2].endswith("::operator"):  # operator bool
+                qualified = f"{declared[-2]} {qualified}"
+            parts = qualified.split("::")
+            name = "::".join(parts[1:]) if len(parts) > 1 else qualified
+            first = next(
+                (
+                    p
+                    for p in item.xpath('./div[@class="memdoc"]/p')
+                    if "definition" not in (p.get("class") or "")
+                ),
+                None,
+            )
+            if not _CPP_NAME.match(name) or first is None or name in seen:
+                continue
+            answer = _paragraphs_from(first)
+            if len(answer.split()) < WORDS_MIN:
+                continue
+            seen.add(name)
+            proto = item.xpath('./div[@class="memproto"]')[0]
+            kind = "callable" if proto.xpath('.//td[normalize-space()="("]') else "value"
+            source = os.path.relpath(path, root)
+            question = _definition_question(name, kind)
+            candidates.append(_record(f"{corpus}-{name}", question, answer, source, corpus, "html"))
+    return _sample(candidates, n)
+
+
+# --- the tune and confirm halves -------------------------------------------------------------
+
+
+def split_of(question_id: str) -> str:
+    """The fixed half a question belongs to, by a hash of its id: "tune" (defaults are chosen
+    on it) or "confirm" (the reported numbers). The id, not the text, so that rewording a
+    template keeps every question in its half."""
+    digest = hashlib.sha256(question_id.encode("utf-8")).digest()
+    return "tune" if digest[0] % 2 == 0 else "confirm"
 
 
 def main() -> None:
@@ -217,10 +397,15 @@ def main() -> None:
         "sqlite_faq": sqlite(args.corpus),
         "nodejs": nodejs(args.corpus, 7),
         "code": code(args.corpus, 30, 15),
+        "click": sphinx(args.corpus, "click", 60),
+        "attrs": sphinx(args.corpus, "attrs", 60),
+        "junit": javadoc(args.corpus, "junit", 60),
+        "jsoncpp": doxygen(args.corpus, "jsoncpp", 60),
     }
     for name, records in sets.items():
         with open(os.path.join(args.out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
             for record in records:
+                record["split"] = split_of(record["id"])
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
         print(f"{name}: {len(records)} questions")
 

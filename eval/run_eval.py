@@ -23,7 +23,8 @@ import subprocess
 import sys
 import time
 
-from eval.fetch import fetch
+from eval.fetch import LOCK, fetch
+from eval.neutral import neutral_corpus, neutral_names, neutral_questions
 from eval.verify_answers import check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,8 +48,24 @@ JOB_CONFIGS = {
     "sentence-window": [f"--strategy_{t}=sentence_window" for t in ("html", "markdown", "text")],
 }
 LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
+# The same job on the corpus whose folders are renamed c1/, c2/... (eval.neutral), scored on
+# the questions with their sources renamed alike.
+NEUTRAL_CONFIGS = {"neutral-default": []}
+# Header ablation (eval.header_ablation): neutral-default's chunks re-embedded with only these
+# parts of the path header; "header-all" rebuilds the whole header (a check: same as the job's).
+HEADER_CONFIGS = {
+    "header-all": ("folder", "file", "title", "sections"),
+    "header-no-folder": ("file", "title", "sections"),
+    "header-no-file": ("folder", "title", "sections"),
+    "header-no-title": ("folder", "file", "sections"),
+    "header-no-sections": ("folder", "file", "title"),
+    "header-title-sections": ("title", "sections"),
+    "header-none": (),
+}
 ORDER = ["default", "context-none", "fixed-512-15pct", "langchain-256", "langchain-512",
-         "parent-768", "sentence-window"]  # fmt: skip
+         "parent-768", "sentence-window", "neutral-default", *HEADER_CONFIGS]  # fmt: skip
+# what `make eval` runs without --only: the ablation is run on demand
+DEFAULT_ORDER = ORDER[: ORDER.index("neutral-default") + 1]
 
 
 def _run(command: list[str], log: str) -> float:
@@ -86,6 +103,31 @@ def _run_once(
         json.dump(command, f)
 
 
+def halves_table(evaluation: dict, split: str) -> str:
+    """One row per run: R@10 / MRR@10 on the `split` half of each corpus, then of all."""
+    results = evaluation["results"]
+    corpora = sorted(
+        {
+            name.split(" ")[0].removeprefix("corpus=")
+            for r in results
+            for name in r["sets"]
+            if name.startswith("corpus=") and name.endswith(f" split={split}")
+        }
+    )
+    header = ["run", *corpora, f"all {split}"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for result in results:
+        cells = [result["label"]]
+        keys = [f"corpus={c} split={split}" for c in corpora] + [f"split={split}"]
+        for key in keys:
+            row = result["sets"].get(key)
+            cells.append(
+                f"{row['recall@10']:.3f} / {row['mrr@10']:.3f} ({row['questions']})" if row else ""
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=".cache/eval", help="cache folder")
@@ -99,7 +141,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     cache = os.path.abspath(args.cache)
-    names = args.only or ORDER
+    names = args.only or DEFAULT_ORDER
     started = time.time()
 
     if args.no_fetch:
@@ -125,6 +167,30 @@ def main() -> None:
     python = sys.executable
     seconds: dict[str, float] = {}
     commands: dict[str, str] = {}
+    neutral = [n for n in names if n in NEUTRAL_CONFIGS or n in HEADER_CONFIGS]
+    if any(n in HEADER_CONFIGS for n in names) and "neutral-default" not in neutral:
+        neutral.insert(0, "neutral-default")  # the ablation re-embeds its chunks
+    neutral_q = os.path.join(out_dir, "questions-neutral.jsonl")
+    if neutral:
+        with open(LOCK, encoding="utf-8") as f:
+            renamed = neutral_names([p["corpus"] for p in json.load(f)["packages"]])
+        neutral_root = os.path.join(cache, "corpus-neutral")
+        neutral_corpus(corpus, neutral_root, renamed)
+        neutral_questions(questions, neutral_q, renamed)
+        print("neutral folders: " + ", ".join(f"{a} -> {b}" for a, b in renamed.items()))
+    for name in (n for n in neutral if n in NEUTRAL_CONFIGS):
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "pipelines.chunk_corpus", "--input", neutral_root + "/",
+                   "--output", run, *COMMON, *NEUTRAL_CONFIGS[name]]  # fmt: skip
+        commands[name] = shlex.join(["corpus-chunker", *command[3:]])
+        _run_once(name, run, command, args.reuse, seconds)
+    for name in (n for n in neutral if n in HEADER_CONFIGS):
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "eval.header_ablation", "--run",
+                   os.path.join(runs_dir, "neutral-default"), "--output", run,
+                   "--keep", *HEADER_CONFIGS[name]]  # fmt: skip
+        commands[name] = shlex.join(["python", *command[1:]])
+        _run_once(name, run, command, args.reuse, seconds)
     needed = [n for n in names if n in JOB_CONFIGS]
     if any(n in LANGCHAIN_CONFIGS for n in names) and "default" not in needed:
         needed.insert(0, "default")  # the baselines split the default run's documents
@@ -145,18 +211,33 @@ def main() -> None:
 
     from pipelines.evaluate import evaluate, markdown_table
 
-    evaluation = evaluate([os.path.join(runs_dir, n) for n in names], questions)
+    plain = [os.path.join(runs_dir, n) for n in names if n not in neutral]
+    evaluation = evaluate(plain, questions) if plain else None
+    if neutral:  # the same questions, their sources under the neutral folders
+        renamed_eval = evaluate([os.path.join(runs_dir, n) for n in names if n in neutral],
+                                neutral_q)  # fmt: skip
+        if evaluation is None:
+            evaluation = renamed_eval
+        else:
+            evaluation["results"].extend(renamed_eval["results"])
     evaluation["packages"] = sources["packages"]
     evaluation["commands"] = commands
     evaluation["run_seconds"] = seconds
     evaluation["total_seconds"] = time.time() - started
     table = markdown_table(evaluation)
+    halves = "\n\n".join(
+        f"{split} half, R@10 / MRR@10:\n\n{halves_table(evaluation, split)}"
+        for split in ("confirm", "tune")
+    )
     date = datetime.date.today().isoformat()
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(evaluation, f, indent=2)
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
-        f.write(f"`make eval`, {date}, {evaluation['n_questions']} questions\n\n{table}\n")
-    print(table)
+        f.write(
+            f"`make eval`, {date}, {evaluation['n_questions']} questions\n\n{halves}\n\n"
+            f"Every set:\n\n{table}\n"
+        )
+    print(halves + "\n\n" + table)
     print(f"\nmake eval: {evaluation['total_seconds'] / 60:.1f} min; {out_dir}/results.md")
 
 

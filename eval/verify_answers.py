@@ -5,7 +5,8 @@
 A document's text is its visible text, taken independently of the job's extraction: an HTML
 page's text content (lxml, scripts and styles dropped), any other file as it is. Answer and
 document are compared after whitespace normalisation (every run of whitespace is one space),
-nothing else: an answer that is not a verbatim passage fails.
+nothing else: an answer that is not a verbatim passage fails. A record's "split" must be the
+half its id hashes to (`eval.make_questions.split_of`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 import sys
 from collections.abc import Sequence
 from functools import cache
+
+from eval.make_questions import split_of
 
 _SPACE = re.compile(r"\s+")
 
@@ -53,6 +56,11 @@ def check(question_files: Sequence[str], root: str) -> list[str]:
                 if not line.strip():
                     continue
                 record = json.loads(line)
+                if "split" in record and record["split"] != split_of(record["id"]):
+                    problems.append(
+                        f"{question_file}:{number} ({record['id']}): split {record['split']!r}, "
+                        f"its id hashes to {split_of(record['id'])!r}"
+                    )
                 for i, answer in enumerate(record["answers"]):
                     where = f"{question_file}:{number} ({record['id']}) answers[{i}]"
                     path = os.path.join(root, answer["source"])

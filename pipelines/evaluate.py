@@ -11,7 +11,8 @@ rule of `pipelines.relevance`, and only chunks of the document an answer names c
 relevant to it. A run with parent chunks (`--parent_chunk_size`) is scored twice: its
 children as retrieved, and "retrieve the child, return its parent".
 
-Metrics, per question, then averaged (a question's answers are its answer passages):
+Metrics, per question, then averaged (a question's answers are its answer passages), computed
+by ir-measures (trec_eval's R@k, RR@10, nDCG@10) with the answers as the relevant documents:
 - Recall@k: the fraction of its answers that at least one of the top k results is relevant to
   (a question with one answer scores 1 or 0: the hit rate).
 - MRR@10: 1 / the rank of the first result relevant to any answer, 0 past rank 10.
@@ -42,6 +43,7 @@ DEFAULT_KS = (1, 5, 10)
 RANK_DEPTH = 10  # MRR@10, nDCG@10
 PARENT_FANOUT = 5  # children kept per parent slot, to find k distinct parents
 BATCH_ROWS = 2048
+SPLITS = ("tune", "confirm")  # defaults are chosen on tune; confirm is what gets reported
 COLUMNS = ["chunk_id", "source", "doc_type", "text", "token_count", "is_parent", "parent_id"]
 
 
@@ -62,6 +64,7 @@ class Question:
     answers: tuple[Answer, ...]
     corpus: str | None = None
     doc_type: str | None = None
+    split: str | None = None  # "tune" or "confirm": the fixed half of the question set
 
 
 def load_questions(path: str) -> list[Question]:
@@ -108,42 +111,77 @@ def _question(record: Any, where: str) -> Question:
         if not passage.words:
             raise ValueError(f"{where}: answers[{i}].text has no words")
         parsed.append(Answer(answer["text"], answer["source"], passage))
-    for key in ("corpus", "doc_type"):
+    for key in ("corpus", "doc_type", "split"):
         if record.get(key) is not None and not isinstance(record[key], str):
             raise ValueError(f"{where}: {key!r} must be a string when given")
+    if record.get("split") not in (None, *SPLITS):
+        raise ValueError(f"{where}: 'split' must be one of {SPLITS}, got {record['split']!r}")
     return Question(
         record["id"],
         record["question"],
         tuple(parsed),
         record.get("corpus"),
         record.get("doc_type"),
+        record.get("split"),
     )
 
 
 # --- metrics ---------------------------------------------------------------------------------
 
 
+def score_rankings(
+    rankings: Sequence[tuple[Sequence[frozenset[int]], int]], ks: Sequence[int] = DEFAULT_KS
+) -> list[dict[str, float]]:
+    """Metrics of many questions at once, by ir-measures (trec_eval's own code through
+    pytrec_eval). Each entry is (ranked, n_answers): `ranked[i]` holds the answers the result
+    at rank i+1 is relevant to (indexes in 0..n_answers-1). Definitions in the module
+    docstring.
+
+    trec_eval counts documents, these metrics count answers: each question's answers are its
+    relevant "documents", and a result is relabelled to the answers it is the first to cover
+    (a result that covers none new is a non-relevant one). A result that is the first to cover
+    two answers stands for both at consecutive ranks, so Recall@k of such a question can count
+    one answer less than the definition (no question of the development set has two answers).
+    """
+    try:
+        import ir_measures
+        from ir_measures import RR, R, nDCG
+    except ImportError:
+        raise ValueError(
+            "the metrics need ir-measures: pip install 'corpus-chunker[eval]' "
+            "(or pip install ir-measures)"
+        ) from None
+
+    measures = {f"recall@{k}": R @ k for k in ks}
+    measures[f"mrr@{RANK_DEPTH}"] = RR @ RANK_DEPTH
+    measures[f"ndcg@{RANK_DEPTH}"] = nDCG @ RANK_DEPTH
+    qrels, run = [], []
+    for q, (ranked, n_answers) in enumerate(rankings):
+        if n_answers < 1:
+            raise ValueError(f"a question needs at least one answer, got n_answers={n_answers}")
+        qrels += [ir_measures.Qrel(str(q), f"a{a}", 1) for a in range(n_answers)]
+        seen: set[int] = set()
+        items: list[str] = []
+        for rank, relevant_to in enumerate(ranked):
+            new = sorted(relevant_to - seen)
+            seen |= relevant_to
+            items += [f"a{a}" for a in new] or [f"r{rank}"]
+        # strictly decreasing scores: trec_eval orders by score, ties by document id
+        run += [
+            ir_measures.ScoredDoc(str(q), d, float(len(items) - i)) for i, d in enumerate(items)
+        ]
+    out: list[dict[str, float]] = [dict.fromkeys(measures, 0.0) for _ in rankings]
+    names = {measure: name for name, measure in measures.items()}
+    for metric in ir_measures.iter_calc(list(measures.values()), qrels, run):
+        out[int(metric.query_id)][names[metric.measure]] = float(metric.value)
+    return out
+
+
 def score_ranking(
     ranked: Sequence[frozenset[int]], n_answers: int, ks: Sequence[int] = DEFAULT_KS
 ) -> dict[str, float]:
-    """Metrics of one question: `ranked[i]` holds the answers the result at rank i+1 is
-    relevant to (indexes in 0..n_answers-1). Definitions in the module docstring."""
-    if n_answers < 1:
-        raise ValueError(f"a question needs at least one answer, got n_answers={n_answers}")
-    out: dict[str, float] = {}
-    for k in ks:
-        covered = set().union(*ranked[:k]) if ranked[:k] else set()
-        out[f"recall@{k}"] = len(covered) / n_answers
-    first = next((i for i, rel in enumerate(ranked[:RANK_DEPTH]) if rel), None)
-    out[f"mrr@{RANK_DEPTH}"] = 0.0 if first is None else 1.0 / (first + 1)
-    dcg, seen = 0.0, set()
-    for i, rel in enumerate(ranked[:RANK_DEPTH]):
-        new = rel - seen
-        seen |= rel
-        dcg += len(new) / math.log2(i + 2)
-    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(RANK_DEPTH, n_answers)))
-    out[f"ndcg@{RANK_DEPTH}"] = dcg / ideal
-    return out
+    """`score_rankings` of one question."""
+    return score_rankings([(ranked, n_answers)], ks)[0]
 
 
 def metric_names(ks: Sequence[int]) -> list[str]:
@@ -399,14 +437,25 @@ def _rankings(
 
 
 def _groups(questions: Sequence[Question]) -> dict[str, list[int]]:
+    """Question sets scored apart: all, each corpus and doc_type (when there are several),
+    and with halves each split, alone and within each corpus (`split=confirm`,
+    `corpus=sqlite split=confirm`)."""
     groups: dict[str, list[int]] = {"all": list(range(len(questions)))}
+    splits = [s for s in SPLITS if any(q.split == s for q in questions)]
+    for split in splits:
+        groups[f"split={split}"] = [i for i, q in enumerate(questions) if q.split == split]
     for key in ("corpus", "doc_type"):
         values = sorted({getattr(q, key) for q in questions if getattr(q, key)})
         if len(values) > 1:
             for value in values:
-                groups[f"{key}={value}"] = [
-                    i for i, q in enumerate(questions) if getattr(q, key) == value
-                ]
+                members = [i for i, q in enumerate(questions) if getattr(q, key) == value]
+                groups[f"{key}={value}"] = members
+                if key != "corpus":
+                    continue
+                for split in splits:
+                    half = [i for i in members if questions[i].split == split]
+                    if half:
+                        groups[f"{key}={value} split={split}"] = half
     return groups
 
 
@@ -438,9 +487,12 @@ def evaluate_run(
     for parents in (False, True) if scan.has_parents else (False,):
         rankings = _rankings(scan, questions, first, k, parents)
         covers = scan.parents_cover if parents else scan.searchable
+        scores = score_rankings(
+            [(r, len(q.answers)) for r, q in zip(rankings, questions, strict=True)], ks
+        )
         sets = {}
         for name, members in _groups(questions).items():
-            per_q = [score_ranking(rankings[i], len(questions[i].answers), ks) for i in members]
+            per_q = [scores[i] for i in members]
             row: dict[str, Any] = {"questions": len(members)}
             for metric in metric_names(ks):
                 row[metric] = sum(m[metric] for m in per_q) / len(members)

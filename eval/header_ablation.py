@@ -1,0 +1,157 @@
+"""Header ablation: a finished run's chunks re-embedded with only some parts of their path header.
+
+    python -m eval.header_ablation --run RUN --output OUT --keep folder file title sections
+
+The path header (`transforms.context.path.path_header`) is made of parts: the folder and the
+file of the source ("postgresql/sql-vacuum.html"; for code the last three path components, the
+folder being the first two), the title, and the section path (headings, for code the enclosing
+class and function; a definition's term, once definitions are units, is its last entry). This
+rebuilds each chunk's header from the parts named in --keep, fits it to the run's budget as the
+job does (`fit_header`), embeds header + "\\n\\n" + text with the run's own model and writes OUT
+as a run (chunks/ with the job's schema, run_manifest.json, cost_report.json) that
+`corpus-chunker evaluate` scores like any other. The chunks themselves, their ids and texts,
+stay those of RUN, so the only difference between two such runs is the header.
+
+With every part kept the rebuilt header must be the one the job wrote: the count of chunks
+where it is not is printed (and stored in the manifest), a check that the parts are the job's.
+A chunk whose text is unchanged keeps RUN's vector (the same model gives the same vector).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+from typing import Any
+
+PARTS = ("folder", "file", "title", "sections")
+
+
+def header_parts(source: str, doc_type: str, title: str | None, sections: list[str]) -> dict:
+    """The parts of `path_header` for one chunk, each "" or a list where absent."""
+    from transforms.context.path import _clean_heading, _same_heading, _source_tail
+
+    clean = [s for s in (_clean_heading(s) for s in sections) if s]
+    tail = _source_tail(source, 3 if doc_type == "code" else 2).split("/")
+    folder, file = "/".join(tail[:-1]), tail[-1]
+    if doc_type == "code":
+        return {"folder": folder, "file": file, "title": "", "sections": clean}
+    heading = _clean_heading(title or "")
+    if clean and heading and _same_heading(clean[0], heading):
+        clean = clean[1:]
+    return {"folder": folder, "file": file, "title": heading, "sections": clean}
+
+
+def ablated_header(parts: dict, keep: set[str]) -> str:
+    """The header of the kept parts, joined as `path_header` joins them."""
+    from transforms.context.config import PATH_SEPARATOR
+    from transforms.context.path import _same_heading
+
+    place = "/".join(p for p in (parts["folder"] if "folder" in keep else "",
+                                 parts["file"] if "file" in keep else "") if p)  # fmt: skip
+    chain = [place, parts["title"] if "title" in keep else ""]
+    chain += parts["sections"] if "sections" in keep else []
+    out: list[str] = []
+    for part in chain:
+        if part and not (out and _same_heading(out[-1], part)):
+            out.append(part)
+    return PATH_SEPARATOR.join(out)
+
+
+def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from schemas.records import CONTEXT_JOINER
+    from transforms.chunking.tokens import make_tokenizer
+    from transforms.context.path import fit_header
+    from transforms.onnx_model import load_encoder
+
+    unknown = keep - set(PARTS)
+    if unknown:
+        raise SystemExit(f"eval.header_ablation: --keep {sorted(unknown)}: parts are {PARTS}")
+    with open(os.path.join(run, "run_manifest.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    config = manifest["config"]
+    if config.get("context") != "path":
+        raise SystemExit(f"eval.header_ablation: {run} has --context={config.get('context')}")
+    tokenizer = make_tokenizer(config["tokenizer"], "tiktoken")
+    table = pq.read_table(sorted(glob.glob(os.path.join(run, "chunks", "*.parquet"))))
+    rows = table.to_pylist()
+    started = time.time()
+    contexts, texts, mismatched = [], [], 0
+    for row in rows:
+        if row["embedding"] is None or row["is_parent"]:
+            contexts.append(row["context"])
+            texts.append(None)
+            continue
+        parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"])
+        header = ablated_header(parts, keep)
+        fitted = fit_header(header, row["text"], config["chunk_size"], tokenizer,
+                            config["context_max_tokens"]) if header else None  # fmt: skip
+        if keep == set(PARTS) and fitted != row["context"]:
+            mismatched += 1
+        contexts.append(fitted)
+        texts.append(f"{fitted}{CONTEXT_JOINER}{row['text']}" if fitted else row["text"])
+    todo = [
+        i for i, row in enumerate(rows) if texts[i] is not None and contexts[i] != row["context"]
+    ]
+    model = load_encoder(config["embedding_model"])
+    vectors = model.encode([texts[i] for i in todo], batch_size=32, normalize_embeddings=True,
+                           convert_to_numpy=True, show_progress_bar=False)  # fmt: skip
+    for i, vector in zip(todo, np.asarray(vectors, dtype=np.float32), strict=True):
+        rows[i]["embedding"] = vector.tolist()
+    for i, row in enumerate(rows):
+        row["context"] = contexts[i]
+        row["context_source"] = "path" if contexts[i] else None
+    os.makedirs(os.path.join(output, "chunks"), exist_ok=True)
+    out = pa.Table.from_pylist(rows, schema=table.schema)
+    pq.write_table(out, os.path.join(output, "chunks", "part-00000-of-00001.parquet"))
+    header_tokens = sum(tokenizer.count(c) for c in contexts if c)
+    with open(os.path.join(run, "cost_report.json"), encoding="utf-8") as f:
+        report = json.load(f)
+    report = {
+        "chunks": len(rows),
+        "embedded_tokens": None,  # not re-priced: the ablation is about retrieval
+        "cost_usd": None,
+        "header_tokens": header_tokens,
+        "reembedded_chunks": len(todo),
+        "seconds": time.time() - started,
+        "from_run_embedded_tokens": report.get("embedded_tokens"),
+    }
+    with open(os.path.join(output, "cost_report.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    manifest = {
+        "mode": "run",
+        "config": {**config, "header_parts": sorted(keep, key=PARTS.index)},
+        "headers_from": os.path.abspath(run),
+        "full_header_mismatches": mismatched if keep == set(PARTS) else None,
+    }
+    with open(os.path.join(output, "run_manifest.json"), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+    return {**report, "full_header_mismatches": manifest["full_header_mismatches"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="a finished run with --context=path")
+    parser.add_argument("--output", required=True, help="folder of the ablated run")
+    parser.add_argument("--keep", nargs="*", default=list(PARTS), help=f"parts kept, of {PARTS}")
+    args = parser.parse_args()
+    done = ablate(args.run, args.output, set(args.keep))
+    print(
+        f"header parts {args.keep or '(none)'}: {done['reembedded_chunks']} of {done['chunks']} "
+        f"chunks re-embedded, {done['header_tokens']} header tokens, {done['seconds']:.0f} s"
+        + (
+            f", {done['full_header_mismatches']} full headers differ from the job's"
+            if done["full_header_mismatches"] is not None
+            else ""
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

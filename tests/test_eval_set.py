@@ -1,0 +1,169 @@
+"""The development set: fixed halves, questions that do not name their corpus, neutral folders,
+header ablation parts, and the trec_eval metrics against a plain reference."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eval.header_ablation import ablated_header, header_parts
+from eval.make_questions import split_of, unnamed_sqlite
+from eval.neutral import neutral_corpus, neutral_names, neutral_questions
+from pipelines.evaluate import score_ranking
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUESTIONS = sorted(glob.glob(os.path.join(HERE, "..", "eval", "questions", "*.jsonl")))
+with open(os.path.join(HERE, "..", "eval", "corpora.json"), encoding="utf-8") as f:
+    CORPORA = [p["corpus"] for p in json.load(f)["packages"]]
+# the corpus folders, and the products' names as a reader would write them
+PRODUCT = re.compile(
+    r"\b(" + "|".join([*CORPORA, "postgres", "node\\.js", "attr", "json"]) + r")\b", re.I
+)
+
+
+def _records() -> list[dict]:
+    out = []
+    for path in QUESTIONS:
+        with open(path, encoding="utf-8") as f:
+            out += [json.loads(line) for line in f if line.strip()]
+    return out
+
+
+def test_every_question_sits_in_the_half_its_id_hashes_to() -> None:
+    records = _records()
+    assert len(records) >= 400
+    for record in records:
+        assert record["split"] == split_of(record["id"]), record["id"]
+    for corpus in {r["corpus"] for r in records}:
+        halves = {r["split"] for r in records if r["corpus"] == corpus}
+        assert halves == {"tune", "confirm"}, corpus
+
+
+def test_split_of_is_a_fixed_function_of_the_id() -> None:
+    assert split_of("pg-VACUUM") == split_of("pg-VACUUM")
+    halves = [split_of(f"q{i}") for i in range(1000)]
+    assert 400 < halves.count("tune") < 600
+
+
+def test_no_question_names_its_corpus_or_product() -> None:
+    named = [r["question"] for r in _records() if PRODUCT.search(r["question"])]
+    assert named == []
+
+
+def test_definition_corpora_are_in_the_set() -> None:
+    corpora = {r["corpus"] for r in _records()}
+    assert {"click", "attrs", "junit", "jsoncpp"} <= corpora
+
+
+def test_sqlite_headings_lose_the_product_name() -> None:
+    assert unnamed_sqlite("Is SQLite threadsafe?") == "Is the database engine threadsafe?"
+    assert (
+        unnamed_sqlite("How do I list all tables/indices contained in an SQLite database")
+        == "How do I list all tables/indices contained in a database"
+    )
+    assert unnamed_sqlite("What is an SQLITE_SCHEMA error?") == "What is an SQLITE_SCHEMA error?"
+    assert unnamed_sqlite("SQLite lets me insert").startswith("The database engine lets")
+
+
+def test_neutral_corpus_renames_folders_and_question_sources(tmp_path) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "postgresql").mkdir(parents=True)
+    (corpus / "sqlite").mkdir()
+    (corpus / "postgresql" / "sql-vacuum.html").write_text("<p>vacuum</p>")
+    (corpus / "sqlite" / "faq.html").write_text("<p>faq</p>")
+    names = neutral_names(["postgresql", "sqlite"])
+    assert names == {"postgresql": "c1", "sqlite": "c2"}
+    neutral_corpus(str(corpus), str(tmp_path / "neutral"), names)
+    assert (tmp_path / "neutral" / "c1" / "sql-vacuum.html").read_text() == "<p>vacuum</p>"
+    questions = tmp_path / "q.jsonl"
+    record = {"id": "a", "question": "?", "answers": [{"text": "t", "source": "sqlite/faq.html"}]}
+    questions.write_text(json.dumps(record) + "\n")
+    neutral_questions(str(questions), str(tmp_path / "qn.jsonl"), names)
+    renamed = json.loads((tmp_path / "qn.jsonl").read_text())
+    assert renamed["answers"][0]["source"] == "c2/faq.html" and renamed["id"] == "a"
+    with pytest.raises(ValueError, match="no neutral name"):
+        neutral_corpus(str(corpus), str(tmp_path / "n2"), {"postgresql": "c1"})
+
+
+def test_ablated_headers_keep_only_the_parts_named() -> None:
+    parts = header_parts("/x/c1/sql-vacuum.html", "html", "VACUUM", ["VACUUM", "Description"])
+    assert parts == {
+        "folder": "c1",
+        "file": "sql-vacuum.html",
+        "title": "VACUUM",
+        "sections": ["Description"],
+    }
+    everything = {"folder", "file", "title", "sections"}
+    assert ablated_header(parts, everything) == "c1/sql-vacuum.html > VACUUM > Description"
+    assert ablated_header(parts, {"file", "sections"}) == "sql-vacuum.html > Description"
+    assert ablated_header(parts, {"title", "sections"}) == "VACUUM > Description"
+    assert ablated_header(parts, set()) == ""
+    code = header_parts("/r/c4/requests/utils.py", "code", None, ["super_len"])
+    assert ablated_header(code, everything) == "c4/requests/utils.py > super_len"
+    assert ablated_header(code, {"file", "sections"}) == "utils.py > super_len"
+
+
+# --- the metrics: ir-measures (trec_eval) against the definitions written out by hand ---------
+
+
+def _reference(ranked: list[frozenset[int]], n_answers: int, ks=(1, 5, 10)) -> dict:
+    out = {}
+    for k in ks:
+        covered = set().union(*ranked[:k]) if ranked[:k] else set()
+        out[f"recall@{k}"] = len(covered) / n_answers
+    first = next((i for i, rel in enumerate(ranked[:10]) if rel), None)
+    out["mrr@10"] = 0.0 if first is None else 1.0 / (first + 1)
+    dcg, seen = 0.0, set()
+    for i, rel in enumerate(ranked[:10]):
+        dcg += len(rel - seen) / math.log2(i + 2)
+        seen |= rel
+    out["ndcg@10"] = dcg / sum(1.0 / math.log2(i + 2) for i in range(min(10, n_answers)))
+    return out
+
+
+@st.composite
+def _rankings(draw) -> tuple[list[frozenset[int]], int]:
+    n_answers = draw(st.integers(1, 3))
+    ranked = draw(
+        st.lists(st.frozensets(st.integers(0, n_answers - 1), max_size=n_answers), max_size=15)
+    )
+    return ranked, n_answers
+
+
+@settings(max_examples=150, deadline=None)
+@given(_rankings())
+def test_trec_eval_metrics_equal_the_definitions(case) -> None:
+    ranked, n_answers = case
+    if any(len(rel - set().union(*ranked[:i])) > 1 for i, rel in enumerate(ranked)):
+        return  # the one documented difference, covered below
+    assert score_ranking(ranked, n_answers) == pytest.approx(_reference(ranked, n_answers))
+
+
+def test_a_result_first_covering_two_answers_counts_as_two_consecutive_ranks() -> None:
+    # (every question of the development set has one answer, so this never arises there)
+    both = score_ranking([frozenset({0, 1})], n_answers=2)
+    assert both["recall@1"] == 0.5 and both["recall@5"] == 1 and both["mrr@10"] == 1
+    assert both["ndcg@10"] == pytest.approx(1.0)
+
+
+def test_verify_answers_refuses_a_question_moved_to_the_other_half(tmp_path) -> None:
+    from eval.verify_answers import check
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("the answer is here")
+    other = {"tune": "confirm", "confirm": "tune"}[split_of("x")]
+    record = {"id": "x", "question": "?", "split": other,
+              "answers": [{"text": "answer is", "source": "c/a.md"}]}  # fmt: skip
+    (tmp_path / "q.jsonl").write_text(json.dumps(record) + "\n")
+    problems = check([str(tmp_path / "q.jsonl")], str(tmp_path))
+    assert len(problems) == 1 and "hashes to" in problems[0]
+    record["split"] = split_of("x")
+    (tmp_path / "q.jsonl").write_text(json.dumps(record) + "\n")
+    assert check([str(tmp_path / "q.jsonl")], str(tmp_path)) == []
