@@ -17,6 +17,7 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -158,16 +159,16 @@ def check_page(
 
     # lost content: a heading followed at once by another where the page has text between
     content = _heading_content(tree)
-    for (line, _, heading), (nxt, _, _) in zip(found, found[1:], strict=False):
+    for (line, _, heading), (nxt, _, _) in itertools.pairwise(found):
         between = "\n".join(lines[line + 1 : nxt]).strip()
         if not between and content.get(_norm(heading), 0) > 40:
             out.append(Violation("lost", heading[:80]))
 
     # fences
     for i, line in enumerate(lines):
-        if "```" in line and _GLUED_FENCE.search(line) and not _FENCE.match(line):
-            if not _CODE_SPAN.fullmatch(line.strip()):
-                out.append(Violation("fence", f"line {i + 1}: {line.strip()[:80]}"))
+        glued = "```" in line and _GLUED_FENCE.search(line) and not _FENCE.match(line)
+        if glued and not _CODE_SPAN.fullmatch(line.strip()):
+            out.append(Violation("fence", f"line {i + 1}: {line.strip()[:80]}"))
     fenced = [_squeeze(t.content) for t in tokens if t.type in ("fence", "code_block")]
     fenced_all = "\n".join(fenced)
     squeezed_text = _squeeze(re.sub(r"\\(.)", r"\1", text))
