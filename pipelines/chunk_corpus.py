@@ -435,6 +435,7 @@ SUBCOMMANDS = {
     "evaluate": "pipelines.evaluate:main",
     "inspect": "pipelines.inspect:main",
     "load": "pipelines.load:main",
+    "structure": "pipelines.structure:main",
 }
 
 

@@ -1,0 +1,224 @@
+"""The structural invariant: the Markdown the job writes for an HTML page, checked against the
+page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
+
+`check_page(html, text, title)` returns the violations of one page, by kind:
+
+- ``heading``: a heading of the text that is no ``h1``-``h6`` (or ``role="heading"``) of the
+  page, or one that only a ``<pre>``, ``<code>`` or table of the page holds;
+- ``fence``: a fence that does not stand alone on its line, or a ``<pre>`` whose text is in the
+  document but not as a fenced block of the same text (whitespace aside);
+- ``list``: a list item, table row or definition-list entry glued to the text before it;
+- ``escape``: a Markdown escape (``\\<``, ``\\_``, ``\\[``, ``\\*``...) in the text outside code
+  that the page's text does not hold;
+- ``navigation``: navigation text (Sphinx's "Navigation", "previous | next", "Quick search"...);
+- ``lost``: a heading followed by nothing where the page's heading of that text has content;
+- ``title``: a title that is not the page's own (its ``<title>`` or a heading of the page).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lxml.html import HtmlElement
+
+__all__ = ["KINDS", "Violation", "check_page", "generator_of"]
+
+KINDS = ("heading", "fence", "list", "escape", "navigation", "lost", "title")
+
+_HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
+# trafilatura's escapes (xml.py: _escape_inline_specials, _escape_block_start); `\|` in a table
+# row is GFM syntax, not an escape of text
+_ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_GLUED_FENCE = re.compile(r"\S[ \t]*```")
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+_NAVIGATION = re.compile(
+    r"^(?:#+ )?(?:Navigation|Quick search|Previous topic|Next topic|This Page|Show Source"
+    r"|Related Topics)\s*$"
+    r"|\b(?:previous|prev)\s*\|\s*next\b|\bnext\s*\|\s*(?:previous|prev)\b"
+    r"|\bindex\s*\|?\s*(?:modules\s*\|\s*)?next\s*\|",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str  # one of KINDS
+    detail: str  # what and where, short
+
+
+def _plain(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def _norm(text: str) -> str:
+    """Text as compared: escapes, emphasis marks and permalink signs gone, whitespace one."""
+    text = re.sub(r"\\(.)", r"\1", text)
+    text = re.sub(r"[*`¶#]", "", text)
+    return _plain(text).casefold()
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def generator_of(tree: HtmlElement) -> str:
+    """The generator the page names (``<meta name="generator">``, comments), else "unknown"."""
+    meta = " ".join(tree.xpath("//meta[@name='generator']/@content")).casefold()
+    head = " ".join(str(c) for c in tree.xpath("//comment()")[:5]).casefold()
+    body = _plain(" ".join(tree.xpath("//div[@class='footer']//text()")[:20])).casefold()
+    for needle, name in (
+        ("gtk-doc", "gtk-doc"),
+        ("docbook", "docbook"),
+        ("doxygen", "doxygen"),
+        ("javadoc", "javadoc"),
+        ("rustdoc", "rustdoc"),
+        ("mkdocs", "mkdocs"),
+        ("asciidoc", "asciidoc"),
+        ("groff", "groff-man"),
+        ("texi2any", "texi2any"),
+        ("makeinfo", "texi2any"),
+        ("texi2html", "texi2html"),
+        ("sphinx", "sphinx"),
+        ("docutils", "sphinx"),
+    ):
+        if needle in meta or needle in head or needle in body:
+            return name
+    if tree.xpath("//script[contains(@src, 'book.js')]"):
+        return "mdbook"
+    return "unknown"
+
+
+def _markdown_tokens(text: str) -> list:
+    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
+
+    return _parser().parse(text)
+
+
+def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
+    """Normalized texts of the page's headings, and those of its pre/code/table text."""
+    headings = set()
+    for h in tree.xpath("//h1|//h2|//h3|//h4|//h5|//h6|//*[@role='heading']"):
+        if any(a.tag in _NOT_HEADING_PARENTS for a in h.iterancestors()):
+            continue
+        headings.add(_norm(h.text_content()))
+    return headings, set()
+
+
+def _heading_content(tree: HtmlElement) -> dict[str, int]:
+    """For each heading's normalized text, the characters of text up to the next heading."""
+    out: dict[str, int] = {}
+    current: str | None = None
+    for node in tree.iter():
+        if not isinstance(node.tag, str):
+            continue
+        if node.tag in _HEADING_TAGS:
+            current = _norm(node.text_content())
+            out.setdefault(current, 0)
+            if node.tail and current is not None:
+                out[current] += len(node.tail.strip())
+            continue
+        if current is None or any(a.tag in _HEADING_TAGS for a in node.iterancestors()):
+            continue
+        if node.tag in ("script", "style"):
+            continue
+        out[current] += len((node.text or "").strip()) + len((node.tail or "").strip())
+    return out
+
+
+def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
+    """(line number, line) of the text outside fenced and indented code."""
+    code_lines = set()
+    for tok in tokens:
+        if tok.type in ("fence", "code_block") and tok.map:
+            code_lines.update(range(*tok.map))
+    return [(i, line) for i, line in enumerate(text.split("\n")) if i not in code_lines]
+
+
+def check_page(
+    tree: HtmlElement, text: str, title: str | None = None, page_text: str | None = None
+) -> list[Violation]:
+    """The violations of the invariant by the extracted Markdown `text` of the page `tree`."""
+    out: list[Violation] = []
+    tokens = _markdown_tokens(text)
+    page_text = page_text if page_text is not None else tree.text_content()
+    lines = text.split("\n")
+
+    # headings
+    from transforms.chunking.markdown import headings as md_headings
+
+    allowed, _ = _page_headings(tree)
+    found = md_headings(text)
+    for _line, _level, heading in found:
+        if _norm(heading) not in allowed:
+            out.append(Violation("heading", heading[:80]))
+
+    # lost content: a heading followed at once by another where the page has text between
+    content = _heading_content(tree)
+    for (line, _, heading), (nxt, _, _) in itertools.pairwise(found):
+        between = "\n".join(lines[line + 1 : nxt]).strip()
+        if not between and content.get(_norm(heading), 0) > 40:
+            out.append(Violation("lost", heading[:80]))
+
+    # fences
+    for i, line in enumerate(lines):
+        glued = "```" in line and _GLUED_FENCE.search(line) and not _FENCE.match(line)
+        if glued and not _CODE_SPAN.fullmatch(line.strip()):
+            out.append(Violation("fence", f"line {i + 1}: {line.strip()[:80]}"))
+    fenced = [_squeeze(t.content) for t in tokens if t.type in ("fence", "code_block")]
+    fenced_all = "\n".join(fenced)
+    squeezed_text = _squeeze(re.sub(r"\\(.)", r"\1", text))
+    for pre in tree.iter("pre"):
+        body = _squeeze(pre.text_content())
+        if len(body) < 8:
+            continue
+        if body in squeezed_text and body not in fenced_all:
+            out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
+
+    # list items, table rows and definition-list entries start a line of their own
+    prose = _prose_lines(text, tokens)
+    prose_text = "\n".join(line for _, line in prose)
+    for item in tree.xpath("//li|//tr|//dt|//dd"):
+        if any(a.tag == "pre" for a in item.iterancestors()):
+            continue
+        words = _plain(item.text_content()).split()[:6]
+        if len(words) < 3:
+            continue
+        start = " ".join(words)
+        at = prose_text.find(start)
+        if at <= 0:
+            continue
+        before = prose_text[prose_text.rfind("\n", 0, at) + 1 : at]
+        if before.strip(" \t-*+>|#0123456789.)`") and not before.rstrip().endswith(("|", ":")):
+            out.append(Violation("list", f"<{item.tag}> glued: {before[-30:]}{start}"[:100]))
+
+    # escapes outside code, that the page's own text does not hold
+    for i, line in prose:
+        for m in _ESCAPE.finditer(_CODE_SPAN.sub("", line)):
+            if m.group(0) not in page_text:
+                out.append(Violation("escape", f"line {i + 1}: {line.strip()[:80]}"))
+                break
+
+    # navigation text
+    for m in _NAVIGATION.finditer(text):
+        out.append(Violation("navigation", m.group(0).strip()[:80]))
+
+    # the title
+    if title:
+        own = tree.xpath("(//head/title)[1]")
+        own_title = _norm(own[0].text_content()) if own else ""
+        if _norm(title) not in own_title and _norm(title) not in allowed:
+            out.append(Violation("title", f"{title[:60]!r} (page: {own_title[:60]!r})"))
+    return out
+
+
+def count(violations: Iterable[Violation]) -> dict[str, int]:
+    """Violations per kind, every kind present."""
+    counts = dict.fromkeys(KINDS, 0)
+    for v in violations:
+        counts[v.kind] += 1
+    return counts
