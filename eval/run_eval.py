@@ -167,6 +167,15 @@ def main() -> None:
     python = sys.executable
     seconds: dict[str, float] = {}
     commands: dict[str, str] = {}
+
+    def job(name: str, root: str, flags: list[str]) -> None:
+        """One run of the job on a corpus folder, made once (--reuse) and timed."""
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "pipelines.chunk_corpus", "--input", root + "/",
+                   "--output", run, *COMMON, *flags]  # fmt: skip
+        commands[name] = shlex.join(["corpus-chunker", *command[3:]])
+        _run_once(name, run, command, args.reuse, seconds)
+
     neutral = [n for n in names if n in NEUTRAL_CONFIGS or n in HEADER_CONFIGS]
     if any(n in HEADER_CONFIGS for n in names) and "neutral-default" not in neutral:
         neutral.insert(0, "neutral-default")  # the ablation re-embeds its chunks
@@ -179,11 +188,7 @@ def main() -> None:
         neutral_questions(questions, neutral_q, renamed)
         print("neutral folders: " + ", ".join(f"{a} -> {b}" for a, b in renamed.items()))
     for name in (n for n in neutral if n in NEUTRAL_CONFIGS):
-        run = os.path.join(runs_dir, name)
-        command = [python, "-m", "pipelines.chunk_corpus", "--input", neutral_root + "/",
-                   "--output", run, *COMMON, *NEUTRAL_CONFIGS[name]]  # fmt: skip
-        commands[name] = shlex.join(["corpus-chunker", *command[3:]])
-        _run_once(name, run, command, args.reuse, seconds)
+        job(name, neutral_root, NEUTRAL_CONFIGS[name])
     for name in (n for n in neutral if n in HEADER_CONFIGS):
         run = os.path.join(runs_dir, name)
         command = [python, "-m", "eval.header_ablation", "--run",
@@ -195,11 +200,7 @@ def main() -> None:
     if any(n in LANGCHAIN_CONFIGS for n in names) and "default" not in needed:
         needed.insert(0, "default")  # the baselines split the default run's documents
     for name in needed:
-        run = os.path.join(runs_dir, name)
-        command = [python, "-m", "pipelines.chunk_corpus", "--input", corpus + "/",
-                   "--output", run, *COMMON, *JOB_CONFIGS[name]]  # fmt: skip
-        commands[name] = shlex.join(["corpus-chunker", *command[3:]])
-        _run_once(name, run, command, args.reuse, seconds)
+        job(name, corpus, JOB_CONFIGS[name])
     for name in (n for n in names if n in LANGCHAIN_CONFIGS):
         size, overlap = LANGCHAIN_CONFIGS[name]
         run = os.path.join(runs_dir, name)

@@ -86,9 +86,7 @@ def docx_to_paged_text(data: bytes) -> PagedText:
             level = int(m.group(1)) if m else 1
             out.append("#" * min(level, 6) + " " + text + "\n\n")
             title = title or text
-        elif "list" in style.lower() or (
-            block._p.pPr is not None and block._p.pPr.numPr is not None
-        ):
+        elif "list" in style.lower() or _numbered(block):
             out.append(("1. " if "number" in style.lower() else "- ") + text + "\n")
         else:
             if out and not out[-1].endswith("\n\n"):
