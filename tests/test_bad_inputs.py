@@ -7,12 +7,10 @@ The bad-input suite runs the whole job once over a folder of every kind of bad i
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -22,13 +20,11 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import pipelines.chunk_corpus as job
-import transforms.read as read_module
-from pipelines.chunk_corpus import NothingChunkedError, prepare_output, run
+from pipelines.chunk_corpus import prepare_output
 from pipelines.flags import unknown_flag_error
 from pipelines.staging import swap_in
 from schemas.records import Document, RawDocument, Reject, content_hash
-from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, write_bad_corpus
-from tests.tables import report, rows
+from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
 from transforms.chunking.tokens import TiktokenTokenizer
 from transforms.extract import (
@@ -40,9 +36,6 @@ from transforms.extract import (
 )
 from transforms.html import HtmlTooDeep, html_to_markdown
 from transforms.read import _ReadFileFn, check_patterns
-
-CHUNK_SIZE = 192
-
 
 # --- Typo'd flags ---------------------------------------------------------------------------
 
@@ -273,20 +266,8 @@ def test_boilerplate_removal_never_counts_a_whole_document():
 # --- Output safety ---------------------------------------------------------------------------
 
 
-def _fake_run(folder: Path) -> list[Path]:
-    """A folder that looks like a complete run: shards, reports and a manifest."""
-    files = [folder / t / "part-00000-of-00001.parquet" for t in ("chunks", "documents", "rejects")]
-    files += [folder / "cost_report.json", folder / "cost_report.md"]
-    for f in files:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text("x")
-    manifest = folder / "run_manifest.json"
-    manifest.write_text(json.dumps({"config_fingerprint": "abc", "mode": "run"}))
-    return [*files, manifest]
-
-
 def test_a_wildcard_in_output_is_refused_and_nothing_deleted(tmp_path):
-    victims = [_fake_run(tmp_path / "victims" / name) for name in ("one", "two")]
+    victims = [fake_run(tmp_path / "victims" / name) for name in ("one", "two")]
     for output in (f"{tmp_path}/victims/*", f"{tmp_path}/victims/o[n]e"):
         with pytest.raises(ValueError, match="wildcard"):
             prepare_output(output, overwrite=True)
@@ -310,7 +291,7 @@ def test_overwrite_needs_a_manifest_and_replaces_only_the_runs_own_files(tmp_pat
     assert (half / "chunks" / "part-00000-of-00002.parquet").exists()
 
     run_folder = tmp_path / "run"
-    files = _fake_run(run_folder)
+    files = fake_run(run_folder)
     notes = run_folder / "notes.txt"
     notes.write_text("kept")
     (run_folder / "chunks" / "beam-temp-x").mkdir()  # a failed run's: replaced with the rest
@@ -320,7 +301,7 @@ def test_overwrite_needs_a_manifest_and_replaces_only_the_runs_own_files(tmp_pat
     assert all(f.exists() for f in files)  # checking deletes nothing: the swap replaces them
 
     staged = tmp_path / ".run.staging-1"
-    new_files = _fake_run(staged)
+    new_files = fake_run(staged)
     (staged / "chunks" / "part-00000-of-00001.parquet").write_text("new")
     swap_in(str(staged), str(run_folder))
     assert (run_folder / "chunks" / "part-00000-of-00001.parquet").read_text() == "new"
@@ -330,132 +311,7 @@ def test_overwrite_needs_a_manifest_and_replaces_only_the_runs_own_files(tmp_pat
     assert len(new_files) == len(files)
 
 
-def test_previous_output_is_read_by_real_path_and_survives_a_failed_rebuild(tmp_path):
-    previous = tmp_path / "previous"
-    files = _fake_run(previous)  # its shards are not Parquet: the rebuild fails reading them
-    before = {f: f.read_bytes() for f in files}
-    link = tmp_path / "link"
-    link.symlink_to(previous)
-    corpus = tmp_path / "a.md"
-    corpus.write_text("# A\n\ntext\n")
-    argv = ["--input", str(corpus), "--output", str(link), "--previous_output", str(previous)]
-    with pytest.raises(ValueError, match="--overwrite to rebuild it in place"):
-        run([*argv, "--embedding_model=none"])
-    with pytest.raises(Exception, match="Parquet"):
-        run([*argv, "--overwrite", "--embedding_model=none"])
-    assert {f: f.read_bytes() for f in files} == before  # byte for byte
-    assert sorted(os.listdir(tmp_path)) == ["a.md", "link", "previous"]  # no staging left
-    with pytest.raises(ValueError, match=r"no valid run_manifest\.json"):
-        prepare_output(str(tmp_path / "new"), True, str(tmp_path / "not-a-run"))
-
-
 # --- Whole jobs ------------------------------------------------------------------------------
-
-
-def _outcomes(out: str, base: str) -> tuple[dict, dict]:
-    documents = {os.path.relpath(d["source"], base): d for d in rows(out, "documents")}
-    rejects = {os.path.relpath(r["source"], base): r for r in rows(out, "rejects")}
-    return documents, rejects
-
-
-@pytest.mark.slow
-def test_every_kind_of_bad_input_is_chunked_rejected_or_skipped_with_a_reason(tmp_path):
-    base = str(write_bad_corpus(tmp_path))
-    out = str(tmp_path / "out")
-    run(
-        [
-            *("--input", base, "--output", out, "--embedding_model=none"),
-            *(f"--max_file_bytes={MAX_FILE_BYTES}", f"--chunk_size={CHUNK_SIZE}"),
-        ]
-    )
-    documents, rejects = _outcomes(out, base)
-    r = report(out)
-    chunked = {name for name, o in EXPECTED.items() if o == CHUNKED}
-    rejected = {name: o for name, o in EXPECTED.items() if o.what == "rejected"}
-    skipped: dict[str, int] = {}
-    for o in EXPECTED.values():
-        if o.what == "skipped":
-            skipped[o.reason] = skipped.get(o.reason, 0) + 1
-
-    assert set(documents) == chunked
-    assert {name: (x["stage"], x["reason"]) for name, x in rejects.items()} == {
-        name: (o.stage, o.reason) for name, o in rejected.items()
-    }
-    assert all(x["error"] for x in rejects.values())
-    assert r["files_skipped"] == skipped
-    assert r["documents_in"] == len(chunked) + len(rejected)
-    assert r["documents_in"] == (
-        r["documents_chunked"] + r["documents_unchanged"] + r["documents_rejected"]
-    )
-    assert r["balanced"] and r["documents_chunked"] == len(chunked)
-
-    # every chunked document has chunks within the limit, counted again here
-    tok = TiktokenTokenizer("cl100k_base", "tiktoken")
-    chunks = rows(out, "chunks")
-    by_doc = {c["doc_id"] for c in chunks}
-    assert {d["doc_id"] for d in documents.values()} <= by_doc
-    for c in chunks:
-        assert tok.count(c["text"]) <= CHUNK_SIZE and c["embed_tokens"] <= CHUNK_SIZE
-        assert documents_text(documents, c)[c["start_char"] : c["end_char"]] == c["text"]
-    # the link that leads out of the input folder was not read; nothing was written outside out/
-    assert not any("secret" in c["text"] for c in chunks)
-    assert sorted(os.listdir(tmp_path)) == ["in", "out", "outside_secret.txt"]
-
-
-def documents_text(documents: dict, chunk: dict) -> str:
-    (doc,) = [d for d in documents.values() if d["doc_id"] == chunk["doc_id"]]
-    return doc["text"]
-
-
-@pytest.mark.slow
-def test_files_that_change_or_vanish_between_matching_and_reading(tmp_path, monkeypatch):
-    corpus = tmp_path / "in"
-    corpus.mkdir()
-    (corpus / "stays.txt").write_text(PROSE)
-    (corpus / "changes.txt").write_text(PROSE)
-    (corpus / "vanishes.txt").write_text(PROSE)
-    (corpus / "vanishes.jsonl").write_text('{"id": 1, "text": "a record"}\n')
-    original = read_module._MatchFn.process
-
-    def match_then_change(self, pattern):
-        # The read stage's own match: whatever else lists the inputs (the up-front check, the
-        # progress line's file count) comes before the job reads.
-        found = list(original(self, pattern))
-        (corpus / "changes.txt").write_text(PROSE + " and a new sentence.")
-        for name in ("vanishes.txt", "vanishes.jsonl"):
-            (corpus / name).unlink(missing_ok=True)
-        yield from found
-
-    monkeypatch.setattr(read_module._MatchFn, "process", match_then_change)
-    out = str(tmp_path / "out")
-    run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
-    documents, rejects = _outcomes(out, str(corpus))
-    assert set(documents) == {"stays.txt"}
-    assert {name: (x["stage"], x["reason"]) for name, x in rejects.items()} == {
-        "changes.txt": ("read", "changed_since_match"),
-        "vanishes.txt": ("read", "disappeared"),
-        "vanishes.jsonl": ("read", "disappeared"),
-    }
-    assert report(out)["balanced"]
-
-
-@pytest.mark.slow
-def test_a_run_that_chunks_nothing_says_so_and_fails(tmp_path, monkeypatch, capsys):
-    corpus = tmp_path / "in"
-    corpus.mkdir()
-    (corpus / "empty.txt").write_text("")
-    (corpus / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
-    out = str(tmp_path / "out")
-    argv = ["corpus-chunker", "--input", str(corpus), "--output", out, "--embedding_model=none"]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exit_:
-        job.main()
-    assert exit_.value.code == 1
-    err = capsys.readouterr().err
-    assert "nothing was chunked: all 2 documents were rejected" in err
-    assert report(out)["documents_rejected"] == 2  # the run is complete: its tables say why
-    with pytest.raises(NothingChunkedError, match="nothing was chunked"):
-        job.check_something_chunked(report(out), out)
 
 
 def test_reject_records_name_the_stage(tmp_path):

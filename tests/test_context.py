@@ -18,7 +18,7 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.records import Chunk, Document, content_hash
@@ -283,7 +283,6 @@ def test_fit_header_keeps_a_header_that_fits_and_cuts_one_that_does_not(cl100k) 
     assert fit_header("   ", text, 100, cl100k) is None
 
 
-@settings(max_examples=150, deadline=None)
 @given(
     header=st.text(min_size=0, max_size=120),
     text=st.text(min_size=1, max_size=200),
@@ -304,7 +303,6 @@ def test_fit_header_never_exceeds_the_budget(
         assert fitted == header
 
 
-@settings(max_examples=150, deadline=None)
 @given(
     header=st.text(min_size=0, max_size=120),
     text=st.one_of(st.text(min_size=1, max_size=200), st.sampled_from(["    return x", "/x"])),

@@ -10,7 +10,7 @@ import os
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from eval.header_ablation import ablated_header, header_parts
@@ -137,7 +137,6 @@ def _rankings(draw) -> tuple[list[frozenset[int]], int]:
     return ranked, n_answers
 
 
-@settings(max_examples=150, deadline=None)
 @given(_rankings())
 def test_trec_eval_metrics_equal_the_definitions(case) -> None:
     ranked, n_answers = case

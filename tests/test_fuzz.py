@@ -2,15 +2,13 @@
 
 No exception escapes and every chunking guarantee holds: exact offsets, the hard token limit
 (a chunk's own encoding), no blank chunk, and all non-whitespace text kept. Sized for CI by
-default; `make fuzz` runs many more examples (CORPUS_CHUNKER_FUZZ_EXAMPLES).
+default; `make fuzz` runs many more examples (hypothesis's `fuzz` profile, tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.records import RawDocument
@@ -19,12 +17,6 @@ from transforms.chunking.routing import STRATEGIES, strategy_class
 from transforms.chunking.tokens import make_tokenizer
 from transforms.extract import ExtractError, _html_to_markdown, extract_document
 
-EXAMPLES = int(os.environ.get("CORPUS_CHUNKER_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 # Strategies that need no model (the semantic one embeds sentences: its limits are tested with
 # the model in tests/chunking/test_semantic.py).
 CHUNKERS = sorted(name for name in STRATEGIES if name != "semantic")
@@ -60,7 +52,6 @@ def check_chunks(text: str, spans: list, tokenizer, size: int) -> None:
 
 
 @pytest.mark.parametrize("strategy", CHUNKERS)
-@FUZZ
 @given(text=TEXT, size=st.integers(8, 200), data=st.data())
 def test_every_chunker_keeps_its_guarantees_on_any_text(cl100k, strategy, text, size, data):
     overlap = data.draw(st.integers(0, max(0, size // 2 - 1)), label="overlap")
@@ -69,7 +60,6 @@ def test_every_chunker_keeps_its_guarantees_on_any_text(cl100k, strategy, text, 
     check_chunks(text, chunker.chunk(text, language), cl100k, size)
 
 
-@FUZZ
 @given(
     data=st.binary(max_size=2000) | TEXT.map(lambda t: t.encode("utf-8")),
     name=st.sampled_from(["a.html", "b.md", "c.txt", "d.py", "e.js", "f.rst", "g", "h.c"]),
@@ -85,7 +75,6 @@ def test_the_extractor_gives_a_document_or_a_reason(data, name):
     doc.text.encode("utf-8")  # what Beam's coder does with it
 
 
-@FUZZ
 @given(html=TEXT)
 def test_html_extraction_of_any_markup_is_text_or_a_reason(html):
     markup = f"<html><head><title>t</title></head><body><main>{html}</main></body></html>"

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.base import ChunkSpan
@@ -264,10 +264,6 @@ SNIPPETS: dict[str, tuple[str, list[tuple[str, tuple[str, ...]]], str]] = {
 }
 
 
-# Generated sources are large on purpose; hypothesis's health checks on size do not apply.
-LARGE_INPUTS = [HealthCheck.too_slow, HealthCheck.data_too_large]
-
-
 def check_spans(text: str, chunks: list[ChunkSpan], tok: TiktokenTokenizer, size: int) -> None:
     """The invariants of every chunking: exact offsets, hard limit, all non-space text kept."""
     covered = bytearray(len(text))
@@ -490,11 +486,6 @@ def python_sources(draw: st.DrawFn) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-@settings(
-    max_examples=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 @given(source=python_sources(), size=st.integers(16, 300))
 def test_property_offsets_limit_coverage_determinism(
     cl100k: TiktokenTokenizer, source: str, size: int
@@ -543,11 +534,6 @@ def test_real_stdlib_files_keep_fitting_functions_whole(cl100k: TiktokenTokenize
     assert tiny <= 0.05 * n_chunks, f"{tiny} of {n_chunks} chunks under 16 tokens"
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 @given(source=python_sources(), size=st.integers(16, 300), data=st.data())
 def test_property_overlap_never_starts_a_chunk_inside_a_line(
     cl100k: TiktokenTokenizer, source: str, size: int, data: st.DataObject

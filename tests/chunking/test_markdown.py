@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.base import ChunkSpan
@@ -338,7 +338,6 @@ def markdown_documents(draw: st.DrawFn) -> str:
     return "".join(b + seps[i % len(seps)] for i, b in enumerate(blocks))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=markdown_documents(), chunk_size=st.integers(16, 300), data=st.data())
 def test_property_invariants(cl100k, text: str, chunk_size: int, data: st.DataObject) -> None:
     overlap = data.draw(st.integers(0, chunk_size // 2 - 1) | st.just(0))
@@ -351,7 +350,6 @@ def test_property_invariants(cl100k, text: str, chunk_size: int, data: st.DataOb
         assert doc.count(span.start, span.end) <= chunk_size
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(_chars, max_size=600), chunk_size=st.integers(16, 300))
 def test_property_arbitrary_text(cl100k, text: str, chunk_size: int) -> None:
     chunks = MarkdownChunker(cl100k, chunk_size).chunk(text)

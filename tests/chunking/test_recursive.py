@@ -3,7 +3,7 @@
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.recursive import RecursiveChunker
@@ -125,7 +125,6 @@ document = st.lists(st.one_of(paragraph, st.text(max_size=80)), min_size=1, max_
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document, st.integers(16, 200), st.integers(0, 7))
 def test_properties_on_random_documents(text, size, overlap_eighths):
     overlap = size * overlap_eighths // 16  # < size / 2

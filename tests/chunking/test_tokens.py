@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.tokens import (
@@ -46,7 +46,6 @@ def test_boundaries_ascii(cl100k):
         assert cl100k.count(text[:b]) == t
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.text(min_size=0, max_size=300))
 def test_boundaries_unicode(text):
     tok = TiktokenTokenizer("cl100k_base")
@@ -99,7 +98,6 @@ def tokenizer(name: str, engine: str = "auto") -> TiktokenTokenizer:
     return TiktokenTokenizer(name, engine)  # its byte-length table takes a while to build
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.lists(ALPHABET, max_size=80).map("".join), st.data())
 def test_count_span_equals_encoding_alone(text, data):
     for name in ("cl100k_base", "o200k_base"):
@@ -124,7 +122,6 @@ ENGINE_TEXTS = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
 @given(ENGINE_TEXTS)
 def test_bpe_engine_gives_tiktokens_tokens(text):
     for name in ("cl100k_base", "o200k_base"):
@@ -218,7 +215,6 @@ PREFIXES = st.one_of(
 JOINED_TEXTS = st.one_of(st.lists(ALPHABET, max_size=60).map("".join), st.text(max_size=80))
 
 
-@settings(max_examples=300, deadline=None)
 @given(PREFIXES, JOINED_TEXTS)
 def test_count_joined_equals_encoding_the_join(prefix, text):
     for name in ("cl100k_base", "o200k_base"):

@@ -252,3 +252,65 @@ def runner_portable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Portab
         if service is not None:
             _stop_group(service)
         _stop_group(pool)
+
+
+# --- Whole-job runs that several tests read ------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SAMPLES = str(ROOT / "samples" / "*" / "*")
+# The parents configuration that tests/data/golden/samples_parents.json records: parent chunks,
+# no header, no model.
+PARENT_FLAGS = [
+    "--embedding_model=none",
+    "--parent_chunk_size=512",
+    "--context=none",
+    "--chunk_size=128",
+    "--chunk_overlap=16",
+]
+# Each distinct configuration of the job on samples/ that tests read, by name: built once per
+# test session (under xdist, once per worker that runs a test reading it).
+RUNS: dict[str, list[str]] = {
+    # what `make demo` makes (tests/data/golden/samples_default.json)
+    "samples": ["--input", SAMPLES],
+    "samples_no_model": ["--input", SAMPLES, "--embedding_model=none"],
+    "samples_parents": ["--input", SAMPLES, *PARENT_FLAGS],
+}
+
+
+@dataclass(frozen=True)
+class JobRun:
+    output: str
+    stderr: str  # what the run printed there: its progress lines
+
+
+class JobRuns:
+    """Builds each configuration of RUNS on first use, once per test session."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, JobRun] = {}
+
+    def __call__(self, name: str) -> JobRun:
+        if name not in self.done:
+            import io
+
+            from pipelines import progress
+            from pipelines.chunk_corpus import run
+
+            output = str(self.root / name)
+            err = io.StringIO()
+            # progress lines four times a second, to see counts move during a short run
+            interval, progress.LOG_INTERVAL_S = progress.LOG_INTERVAL_S, 0.25
+            try:
+                with contextlib.redirect_stderr(err):
+                    run([*RUNS[name], "--output", output])
+            finally:
+                progress.LOG_INTERVAL_S = interval
+            self.done[name] = JobRun(output, err.getvalue())
+        return self.done[name]
+
+
+@pytest.fixture(scope="session")
+def job_run(tmp_path_factory: pytest.TempPathFactory) -> JobRuns:
+    """`job_run(name)`: the output of the job run with RUNS[name], built once per session."""
+    return JobRuns(tmp_path_factory.mktemp("job_runs"))

@@ -18,10 +18,9 @@ def _ids(out):
 
 
 @pytest.mark.slow
-def test_rerun_gives_identical_ids(tmp_path, monkeypatch):
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+def test_rerun_gives_identical_ids(job_run, tmp_path, monkeypatch):
+    a, b = job_run("samples_no_model").output, str(tmp_path / "b")
     flags = ["--input", SAMPLES, "--embedding_model=none"]
-    run([*flags, "--output", a])
     assert manifest(a)["config"]["token_engine_on_launcher"].startswith("bpe (rs-bpe ")
 
     # The rerun takes the other token engine, and no stage may touch rs-bpe in it.

@@ -1,6 +1,7 @@
 """Progress lines of real runs: counts arrive while the job works, in-process and from the
 worker processes of the multi-process DirectRunner."""
 
+import glob
 import os
 import re
 
@@ -26,30 +27,32 @@ def _run_and_read_lines(tmp_path, capsys, monkeypatch, extra):
     return out, [line for line in lines if line.startswith("corpus-chunker ")]
 
 
-def _check(out, lines):
+def _check(out, lines, patterns):
+    files = sum(len(glob.glob(pattern)) for pattern in patterns)
     during = [LINE.match(line) for line in lines if "progress:" in line]
     assert during, lines
     r = report(out)
     # counts that moved while the job ran, not only the final metrics
     read = [int(m.group(1)) for m in during if m]
     assert any(n > 0 for n in read), lines
-    assert all(int(m.group(2)) == r["documents_in"] for m in during if m)  # files matched
+    assert all(int(m.group(2)) == files for m in during if m)  # files matched
     final = lines[-1]
     assert final.startswith("corpus-chunker done: ")
-    assert f"read {r['documents_in']} files" in final
+    assert f"read {files} files" in final
     assert f"chunked {r['documents_chunked']} ({r['chunks']} chunks)" in final
 
 
-def test_progress_in_process(tmp_path, capsys, monkeypatch):
-    out, lines = _run_and_read_lines(tmp_path, capsys, monkeypatch, [])
-    _check(out, lines)
+def test_progress_in_process(job_run):
+    run = job_run("samples_no_model")  # samples/, every line it printed on stderr kept
+    lines = [line for line in run.stderr.splitlines() if line.startswith("corpus-chunker ")]
+    _check(run.output, lines, [os.path.join(ROOT, "samples", "*", "*")])
 
 
 @pytest.mark.runners
 def test_progress_from_worker_processes(tmp_path, capsys, monkeypatch):
     multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     out, lines = _run_and_read_lines(tmp_path, capsys, monkeypatch, multi)
-    _check(out, lines)
+    _check(out, lines, SAMPLES)
 
 
 def test_quiet_prints_no_progress(capsys, monkeypatch):

@@ -13,37 +13,31 @@ from tests.tables import manifest, read_table, report, rows
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples", "*", "*")
 CHUNK_SIZE = 192
-# The second recorded configuration: parent chunks, no header, no model (fast).
-PARENT_FLAGS = [
-    "--embedding_model=none",
-    "--parent_chunk_size=512",
-    "--context=none",
-    "--chunk_size=128",
-    "--chunk_overlap=16",
-]
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> list[str]:
-    """samples/, and a copy of one of its files elsewhere: a duplicated file, as corpora have
-    (a vendored copy under the same folder and file name, so with the same path header)."""
-    copies = tmp_path_factory.mktemp("copies") / "markdown"
-    copies.mkdir()
-    shutil.copy(os.path.join(ROOT, "samples", "markdown", "node-path.md"), copies / "node-path.md")
-    return ["--input", SAMPLES, "--input", str(copies / "*")]
+def demo(job_run):
+    """The run that `make demo` makes, and that tests/data/golden/samples_default.json records."""
+    return job_run("samples").output
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, inputs):
-    out = str(tmp_path_factory.mktemp("demo"))
-    run([*inputs, "--output", out, "--runner=DirectRunner"])
+def duplicated(tmp_path_factory):
+    """A sample file and a copy of it elsewhere: a duplicated file, as corpora have (a vendored
+    copy under the same folder and file name, so with the same path header)."""
+    copies = tmp_path_factory.mktemp("copies") / "markdown"
+    copies.mkdir()
+    shutil.copy(os.path.join(ROOT, "samples", "markdown", "node-path.md"), copies / "node-path.md")
+    out = str(tmp_path_factory.mktemp("duplicated"))
+    original = os.path.join(ROOT, "samples", "markdown", "node-path.md")
+    run(["--input", original, "--input", str(copies / "*"), "--output", out, "--quiet"])
     return out
 
 
-def test_a_duplicated_file_is_embedded_once_and_counted(demo):
-    chunks = rows(demo, "chunks")
+def test_a_duplicated_file_is_embedded_once_and_counted(duplicated):
+    chunks = rows(duplicated, "chunks")
     original = [c for c in chunks if c["source"].endswith("samples/markdown/node-path.md")]
     copy = [c for c in chunks if "copies" in c["source"]]
     assert len(copy) == len(original) > 5
@@ -51,7 +45,7 @@ def test_a_duplicated_file_is_embedded_once_and_counted(demo):
     for a, b in zip(sorted(original, key=key), sorted(copy, key=key), strict=True):
         assert (a["context"], a["text"]) == (b["context"], b["text"])
         assert a["embedding"] == b["embedding"]  # one vector, copied
-    r = report(demo)
+    r = report(duplicated)
     assert r["chunks_deduplicated"] == len(copy)
     assert r["deduplicated_embedded_tokens"] == sum(c["embed_tokens"] for c in copy)
 
@@ -154,9 +148,9 @@ def test_manifest_is_written_last_and_complete(demo):
             assert os.path.getmtime(os.path.join(demo, table, f)) <= last
 
 
-def test_estimate_agrees_with_the_real_run(demo, inputs, tmp_path):
+def test_estimate_agrees_with_the_real_run(demo, tmp_path):
     est = str(tmp_path / "estimate")
-    run([*inputs, "--output", est, "--estimate"])
+    run(["--input", SAMPLES, "--output", est, "--estimate"])
     real, projected = report(demo), report(est)
     assert projected["mode"] == "estimate"
     for key in (
@@ -176,16 +170,13 @@ def test_estimate_agrees_with_the_real_run(demo, inputs, tmp_path):
     assert not os.path.exists(os.path.join(est, "chunks"))
 
 
-def test_the_output_is_the_recorded_one(tmp_path):
+def test_the_output_is_the_recorded_one(demo):
     # Chunk ids, offsets, texts, headers, counts, rejects and report counts as recorded before
     # the code was restructured (tests/golden.py says how to record a deliberate change), on
     # samples/ alone: ids are relative to the inputs' common folder.
-    out = str(tmp_path / "default")
-    run(["--input", SAMPLES, "--output", out, "--quiet"])
-    assert_matches_golden(out, "samples_default", os.path.join(ROOT, "samples"))
+    assert_matches_golden(demo, "samples_default", os.path.join(ROOT, "samples"))
 
 
-def test_parents_without_embedding_give_the_recorded_output(tmp_path):
-    out = str(tmp_path / "parents")
-    run([*PARENT_FLAGS, "--input", SAMPLES, "--output", out])
+def test_parents_without_embedding_give_the_recorded_output(job_run):
+    out = job_run("samples_parents").output
     assert_matches_golden(out, "samples_parents", os.path.join(ROOT, "samples"))
