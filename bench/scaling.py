@@ -264,7 +264,7 @@ def time_embedding(chunks: list, workers: int) -> Usage:
         with beam.Pipeline(options=options) as p:
             chunks = p | "Chunks" >> beam.Create(items)
             handler = SentenceTransformerHandler(path, info.dimension)
-            embedded, _ = chunks | "Embed chunks" >> EmbedChunks(handler, "default")
+            embedded = (chunks | "Embed chunks" >> EmbedChunks(handler, "default")).chunks
             _ = embedded | "Count" >> beam.combiners.Count.Globally()
 
     return measure(lambda: embed(chunks))
