@@ -20,6 +20,7 @@ import datetime
 import gc
 import glob
 import hashlib
+import importlib.util
 import os
 import platform
 import re
@@ -188,6 +189,7 @@ class Contender:
     factory: Factory
     spans: Callable[[str, object], list[tuple[int, int]]] | None  # None: the tiktoken ceiling
     peer: bool = False
+    requires: str | None = None  # the module it imports (a peer of the bench extra)
 
     @property
     def is_ceiling(self) -> bool:
@@ -292,12 +294,19 @@ def contenders(size: int, only: list[str] | None) -> list[Contender]:
             "ours: MarkdownChunker", ("markdown",), _ours("markdown", tokenizer, size), _ours_spans
         ),
         Contender("ours: CodeChunker", ("code",), _ours("code", tokenizer, size), _ours_spans),
-        Contender("LangChain RecursiveCharacterTextSplitter", KINDS, langchain, _located, True),
-        Contender("chonkie RecursiveChunker", KINDS, chonkie, chonkie_spans, True),
-        Contender("semchunk", KINDS, semchunk, lambda text, out: list(out[1]), True),
+        Contender(
+            "LangChain RecursiveCharacterTextSplitter",
+            KINDS,
+            langchain,
+            _located,
+            True,
+            "langchain_text_splitters",
+        ),
+        Contender("chonkie RecursiveChunker", KINDS, chonkie, chonkie_spans, True, "chonkie"),
+        Contender("semchunk", KINDS, semchunk, lambda text, out: list(out[1]), True, "semchunk"),
         # Not a peer as the benchmark defines them (each with tiktoken): chonkie given our
         # default engine, to show what the engine and what the chunker contributes.
-        Contender(CHONKIE_BPE, KINDS, chonkie_bpe, chonkie_spans),
+        Contender(CHONKIE_BPE, KINDS, chonkie_bpe, chonkie_spans, requires="chonkie"),
     ]
     if only:
         every = [c for c in every if any(o.lower() in c.name.lower() for o in only)]
@@ -588,8 +597,17 @@ def main(argv: list[str] | None = None) -> None:
     args.argv = sys.argv[1:] if argv is None else argv
     if args.repeats < 1 or args.mb <= 0:
         parser.error("--repeats must be at least 1 and --mb positive")
-    corpus = load_corpus(args)
     every = contenders(args.chunk_size, args.only)
+    missing = sorted(
+        {c.requires for c in every if c.requires and importlib.util.find_spec(c.requires) is None}
+    )
+    if missing:
+        # Before the corpus is read: otherwise the run stops at the first peer's warm-up.
+        parser.error(
+            f"not installed: {', '.join(missing)} (pip install -e '.[bench]'; or leave the "
+            "peers out, e.g. --only ours encode)"
+        )
+    corpus = load_corpus(args)
     print(report(benchmark(args, corpus, every), corpus, every, args))
 
 

@@ -29,6 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not __package__ and REPO not in sys.path:
+    # Run as a file (`python bench/embedding.py`, as `make bench` does): the pipeline imports
+    # this module as `bench.embedding` (see run_pipeline), which needs the repo on sys.path.
+    sys.path.insert(0, REPO)
 STDLIB = os.path.dirname(os.__file__)
 CHUNK_SIZE = 192
 HEADER_TOKENS = 32
@@ -234,9 +238,9 @@ def run_pipeline(
         backend=backend,
         onnx_sha256=prepared.onnx_sha256,
     )
-    embedded, _, _ = (
+    embedded = (
         p | "Chunks" >> beam.Create(chunks) | "Embed" >> EmbedChunks(handler, prepared.model_id)
-    )
+    ).chunks
     # By its importable name: run as __main__, the function would be pickled by value, with a
     # copy of the dict it writes to.
     from bench import embedding as importable

@@ -1,6 +1,7 @@
 """Peak memory of the job: 1x and 10x the same corpus, and one large single-line document.
 
-    python -m bench.memory [--copies 10] [--big-mb 60] [--embed]
+    python -m bench.memory [--copies 10] [--big-mb 60] [--embed] [--samples GLOB]
+    python -m bench.memory --copies 2 --big-mb 0.5 --samples 'samples/text/*'   # a quick check
 
 Each run is a fresh process of the console command (DirectRunner, in-process); its peak RSS
 is the kernel's (os.wait4: the process and the children it waited for, the HTML extraction
@@ -22,6 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_SAMPLES = "samples/*/*"
 WORDS = [
     "river",
     "stone",
@@ -61,10 +63,13 @@ def peak_rss_mib(argv: list[str]) -> float:
     return usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def replicate_samples(folder: str, copies: int) -> int:
-    """samples/*/* in `copies` folders; returns the bytes written."""
+def replicate_samples(folder: str, copies: int, pattern: str = DEFAULT_SAMPLES) -> int:
+    """The files of `pattern` (relative to the repo; each in a folder of its kind, as
+    samples/*/*) in `copies` folders; returns the bytes written."""
     size = 0
-    sources = [p for p in glob.glob(os.path.join(ROOT, "samples", "*", "*")) if os.path.isfile(p)]
+    sources = sorted(p for p in glob.glob(os.path.join(ROOT, pattern)) if os.path.isfile(p))
+    if not sources:
+        raise SystemExit(f"no files match {pattern} under {ROOT}")
     for k in range(copies):
         for src in sources:
             kind = os.path.basename(os.path.dirname(src))
@@ -94,6 +99,11 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--big-mb", type=float, default=60.0)
     parser.add_argument("--embed", action="store_true", help="embed with the default model")
+    parser.add_argument(
+        "--samples",
+        default=DEFAULT_SAMPLES,
+        help=f"the corpus copied, a glob under the repo ({DEFAULT_SAMPLES})",
+    )
     args = parser.parse_args()
     flags = [] if args.embed else ["--embedding_model=none"]
     with tempfile.TemporaryDirectory(prefix="corpus-chunker-memory-") as tmp:
@@ -106,12 +116,12 @@ def main() -> None:
         rows.append(("one 60-byte file (the interpreter, Beam)", 0, base))
         for copies in (1, args.copies):
             folder = os.path.join(tmp, f"corpus{copies}")
-            size = replicate_samples(folder, copies)
+            size = replicate_samples(folder, copies, args.samples)
             pattern = f"{folder}/*/*/*"
             out = f"{tmp}/out-{copies}"
             rows.append(
                 (
-                    f"samples/ x{copies}",
+                    f"{'samples/' if args.samples == DEFAULT_SAMPLES else args.samples} x{copies}",
                     size,
                     peak_rss_mib(["--input", pattern, "--output", out, *flags]),
                 )
@@ -132,7 +142,7 @@ def main() -> None:
     big_size, big_rss = rows[3][1], rows[3][2]
     print(
         f"one document: {(big_rss - base) * 2**20 / big_size:.1f}x its size above the "
-        f"interpreter ({big_rss - base:,.0f} MiB for {big_size / 1e6:.0f} MB)"
+        f"interpreter ({big_rss - base:,.0f} MiB for {big_size / 1e6:.3g} MB)"
     )
 
 

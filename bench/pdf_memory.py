@@ -10,6 +10,7 @@ import io
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -52,8 +53,9 @@ if __name__ == "__main__":
         child(sys.argv[2])
     else:
         pages = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-        path = f"/tmp/pdf_memory_{pages}.pdf"
-        with open(path, "wb") as f:
+        # A file of its own (two runs at once would share /tmp/pdf_memory_N.pdf), removed after.
+        with tempfile.NamedTemporaryFile(prefix=f"pdf_memory_{pages}_", suffix=".pdf") as f:
             f.write(make(pages))
-        print(f"{pages} pages")
-        subprocess.run([sys.executable, __file__, "--child", path], check=True)
+            f.flush()
+            print(f"{pages} pages", flush=True)
+            subprocess.run([sys.executable, __file__, "--child", f.name], check=True)

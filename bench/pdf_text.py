@@ -8,12 +8,14 @@ HTML_DIR's pages are read through the job's own HTML extractor (trafilatura), it
 numbers and footnote marks do not count. "naive" is PDFium's text page by page, with the
 contents and index pages that transforms.layout finds dropped and line-end hyphens joined;
 "ours" is transforms.pdf. Headings: the HTML's h1-h4, found when a Markdown heading of ours
-spells the same letters (numbers aside).
+spells the same letters (numbers aside). A peer that is not installed (pypdf and pdfminer.six
+come with the bench extra) reads "not installed" in the speed table.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import re
 import sys
@@ -87,26 +89,52 @@ def heading_recall(ours: str, html_heads: list[str]) -> tuple[float, int]:
     return found / max(1, len(want)), len(want)
 
 
-def speed(data: bytes, pages: int) -> dict[str, float]:
+def _pypdf(data: bytes) -> None:
     import io
 
     import pypdf
+
+    [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages]
+
+
+def _pdfminer(data: bytes) -> None:
+    import io
+
     from pdfminer.high_level import extract_text
 
-    out = {}
-    for name, fn in (
-        ("ours", lambda: pdf_to_paged_text(data)),
-        ("pypdf", lambda: [p.extract_text() for p in pypdf.PdfReader(io.BytesIO(data)).pages]),
-        ("pdfminer.six", lambda: extract_text(io.BytesIO(data))),
-    ):
+    extract_text(io.BytesIO(data))
+
+
+# name, the module it needs (None: ours), the extraction
+EXTRACTORS = (
+    ("ours", None, pdf_to_paged_text),
+    ("pypdf", "pypdf", _pypdf),
+    ("pdfminer.six", "pdfminer", _pdfminer),
+)
+
+
+def speed(data: bytes, pages: int) -> dict[str, float | None]:
+    """Pages per second of each extractor; None for a peer that is not installed."""
+    out: dict[str, float | None] = {}
+    for name, module, fn in EXTRACTORS:
+        if module is not None and importlib.util.find_spec(module) is None:
+            out[name] = None
+            continue
         start = time.perf_counter()
-        fn()
+        fn(data)
         out[name] = pages / (time.perf_counter() - start)
     return out
 
 
+def _rate(value: float | None) -> str:
+    return "not installed" if value is None else f"{value:.1f}"
+
+
 def main(argv: list[str]) -> None:
     import pypdfium2 as pdfium
+
+    if not argv or any(arg.count("=") != 2 for arg in argv):
+        raise SystemExit(f"usage: python bench/pdf_text.py NAME=PDF=HTML_DIR ... (got {argv})")
 
     print("| pair | pages | naive R | naive P | ours R | ours P | headings (of HTML h1-h4) |")
     print("|---|---|---|---|---|---|---|")
@@ -127,9 +155,10 @@ def main(argv: list[str]) -> None:
     print("\n| pair | ours pages/s | pypdf pages/s | pdfminer.six pages/s | ours / pypdf |")
     print("|---|---|---|---|---|")
     for name, _, s in speeds:
+        versus = "" if s["pypdf"] is None else f"{s['ours'] / s['pypdf']:.1f}x"
         print(
-            f"| {name} | {s['ours']:.1f} | {s['pypdf']:.1f} | {s['pdfminer.six']:.1f} "
-            f"| {s['ours'] / s['pypdf']:.1f}x |"
+            f"| {name} | {_rate(s['ours'])} | {_rate(s['pypdf'])} | {_rate(s['pdfminer.six'])} "
+            f"| {versus} |"
         )
 
 

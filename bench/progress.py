@@ -1,6 +1,8 @@
 """What the progress lines cost: the job on samples/ with progress on and with --quiet, interleaved.
 
     python -m bench.progress [--pairs 5] [--mode in_process|multi_processing] [--embed]
+        [--input GLOB]
+    python -m bench.progress --pairs 1 --input 'samples/text/*'   # a quick check
 
 Each run is a fresh process (the console command's own start-up included); the pairs alternate
 which goes first, so a machine whose load drifts affects both alike. Prints every run and the
@@ -20,8 +22,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def one_run(out: str, quiet: bool, mode: str, embed: bool) -> float:
-    command = [sys.executable, "-m", "pipelines.chunk_corpus", "--input", "samples/*/*"]
+def one_run(out: str, quiet: bool, mode: str, embed: bool, pattern: str = "samples/*/*") -> float:
+    command = [sys.executable, "-m", "pipelines.chunk_corpus", "--input", pattern]
     command += ["--output", out, "--overwrite"]
     if not embed:
         command.append("--embedding_model=none")
@@ -39,13 +41,15 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--mode", choices=["in_process", "multi_processing"], default="in_process")
     parser.add_argument("--embed", action="store_true", help="with the model (default: none)")
+    parser.add_argument("--input", default="samples/*/*", help="the job's input (samples/*/*)")
     args = parser.parse_args()
     on, off = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.pairs):
             order = [False, True] if i % 2 == 0 else [True, False]
             for quiet in order:
-                seconds = one_run(os.path.join(tmp, "out"), quiet, args.mode, args.embed)
+                out = os.path.join(tmp, "out")
+                seconds = one_run(out, quiet, args.mode, args.embed, args.input)
                 (off if quiet else on).append(seconds)
                 print(
                     f"pair {i + 1}: {'quiet' if quiet else 'progress'} {seconds:.2f} s", flush=True

@@ -21,6 +21,7 @@ to a loop of extract + chunk alone (no counts, nothing written) is printed too.
 
     python -m bench.scaling                  # about 17 minutes on 2 cores
     python -m bench.scaling --docs 800 --embed_chunks 200 --parts chunk,overhead
+    python -m bench.scaling --smoke          # a check that every part runs (about 25 s)
 """
 
 from __future__ import annotations
@@ -217,13 +218,22 @@ def _workers(n: int) -> list[str]:
     return ["--direct_running_mode=multi_processing", f"--direct_num_workers={n}"]
 
 
-def time_job(name: str, pattern: str, tiny: str, out: str, flags: list[str]) -> Timing:
-    """The job on `pattern` with `flags`, and its start-up (the job on one file)."""
+def runner_setups(smoke: bool) -> list[tuple[str, list[str]]]:
+    """(name, runner flags) of each run of the chunk and embed stages: 1 and 2 workers of the
+    multi-process DirectRunner, or, with --smoke, the in-process one alone (no worker start)."""
+    if smoke:
+        return [("in-process", ["--direct_running_mode=in_memory"])]
+    return [(f"{n} worker(s)", _workers(n)) for n in (1, 2)]
+
+
+def time_job(name: str, pattern: str, tiny: str | None, out: str, flags: list[str]) -> Timing:
+    """The job on `pattern` with `flags`, and its start-up (the job on the one file `tiny`;
+    None: not measured)."""
 
     def job(inputs: str, output: str) -> Callable[[], object]:
         return lambda: run(["--input", inputs, "--output", output, "--overwrite", *flags])
 
-    startup = measure(job(tiny, os.path.join(out, "tiny"))).seconds
+    startup = measure(job(tiny, os.path.join(out, "tiny"))).seconds if tiny else 0.0
     usage = measure(job(pattern, os.path.join(out, "big")))
     with open(os.path.join(out, "big", "cost_report.json")) as f:
         docs = json.load(f)["documents_in"]
@@ -246,7 +256,7 @@ def chunks_for_embedding(paths: list[str], n_chunks: int) -> list:
     return chunks[:n_chunks]
 
 
-def time_embedding(chunks: list, workers: int) -> Usage:
+def time_embedding(chunks: list, runner_flags: list[str]) -> Usage:
     # Imported here, not at the top: the job's HTML extraction child re-imports this module
     # (multiprocessing's spawn loads __main__), and torch would add seconds to its start.
     from transforms.embed import (
@@ -260,11 +270,11 @@ def time_embedding(chunks: list, workers: int) -> Usage:
     info = read_model_info(path)
 
     def embed(items: list) -> None:
-        options = PipelineOptions(["--runner=DirectRunner", *_workers(workers)])
+        options = PipelineOptions(["--runner=DirectRunner", *runner_flags])
         with beam.Pipeline(options=options) as p:
             chunks = p | "Chunks" >> beam.Create(items)
             handler = SentenceTransformerHandler(path, info.dimension)
-            embedded, _ = chunks | "Embed chunks" >> EmbedChunks(handler, "default")
+            embedded = (chunks | "Embed chunks" >> EmbedChunks(handler, "default")).chunks
             _ = embedded | "Count" >> beam.combiners.Count.Globally()
 
     return measure(lambda: embed(chunks))
@@ -337,8 +347,17 @@ def time_plain_loop(paths: list[str], flags: list[str], out: str | None = None) 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--docs", type=int, default=8000, help="documents in the corpus")
-    parser.add_argument("--embed_chunks", type=int, default=4000, help="chunks for the embed stage")
+    parser.add_argument("--docs", type=int, default=None, help="documents in the corpus (8000)")
+    parser.add_argument(
+        "--embed_chunks", type=int, default=None, help="chunks for the embed stage (4000)"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check that every part runs: --docs 8 --embed_chunks 4 unless given, the "
+        "in-process DirectRunner in place of 1 and 2 workers, no start-up runs; no figure "
+        "means anything",
+    )
     parser.add_argument(
         "--torch_threads",
         type=int,
@@ -349,7 +368,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parts", default="chunk,embed,overhead", help="what to measure")
     parser.add_argument("--keep", default=None, help="work folder to keep (default: temp)")
     args = parser.parse_args(argv)
+    if args.docs is None:
+        args.docs = 8 if args.smoke else 8000
+    if args.embed_chunks is None:
+        args.embed_chunks = 4 if args.smoke else 4000
     parts = set(args.parts.split(","))
+    setups = runner_setups(args.smoke)
     logging.getLogger().setLevel(logging.ERROR)  # the workers' start-up warnings
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -359,7 +383,7 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(corpus, ignore_errors=True)
     paths = make_corpus(corpus, args.docs)
     pattern = os.path.join(corpus, "*", "*")
-    tiny = paths[0]
+    tiny = None if args.smoke else paths[0]  # the start-up runs (--smoke: none)
     megabytes = sum(os.path.getsize(p) for p in paths) / 1e6
     print(
         f"corpus: {len(paths)} files, {megabytes:.1f} MB in {FOLDERS} folders; "
@@ -371,27 +395,29 @@ def main(argv: list[str] | None = None) -> None:
     if "chunk" in parts:
         flags = ["--embedding_model=none"]
         timings = []
-        for n in (1, 2):
-            _log(f"chunk stage, {n} worker(s)...")
-            out = os.path.join(work, f"chunk-{n}")
-            name = f"chunk stage, {n} worker(s)"
-            timings.append(time_job(name, pattern, tiny, out, [*flags, *_workers(n)]))
+        for i, (runner, runner_flags) in enumerate(setups):
+            name = f"chunk stage, {runner}"
+            _log(f"{name}...")
+            out = os.path.join(work, f"chunk-{i + 1}")
+            timings.append(time_job(name, pattern, tiny, out, [*flags, *runner_flags]))
             print(timings[-1].line(), flush=True)
-        compare(results, "chunk", *timings)
+        if len(timings) == 2:
+            compare(results, "chunk", *timings)
 
     if "embed" in parts:
         chunks = chunks_for_embedding(paths, args.embed_chunks)
         if args.torch_threads:
             os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)  # the workers inherit it
         timings = []
-        for n in (1, 2):
-            name = f"embed stage, {n} worker(s)"
+        for runner, runner_flags in setups:
+            name = f"embed stage, {runner}"
             _log(f"{name}...")
-            startup = time_embedding(chunks[:1], n).seconds
-            usage = time_embedding(chunks, n)
+            startup = time_embedding(chunks[:1], runner_flags).seconds if tiny else 0.0
+            usage = time_embedding(chunks, runner_flags)
             timings.append(Timing(name, usage, startup, len(chunks), "chunks"))
             print(timings[-1].line(), flush=True)
-        compare(results, "embed", *timings)
+        if len(timings) == 2:
+            compare(results, "embed", *timings)
 
     if "overhead" in parts:
         flags = ["--embedding_model=none", "--boilerplate=off", "--context=none"]
