@@ -262,7 +262,9 @@ class ChunkCorpusOptions(PipelineOptions):
             "--extract_timeout_s",
             type=float,
             default=5.0,
-            help="Time limit of one HTML extraction, in seconds; 0 disables it (default 5 s).",
+            help="Time limit of one HTML, PDF, DOCX or PPTX extraction, in CPU seconds of the "
+            "extraction process (so a busy machine rejects the same pages as an idle one); 0 "
+            "disables it (default 5 s).",
         )
         g.add_argument(
             "--chunk_timeout_s",

@@ -261,3 +261,28 @@ def test_a_text_file_is_titled_by_its_own_title_line():
     assert extract_document(raw, html_to_markdown).title == "Release notes"
     assert title_line("Format: http://x/1.0/\nUpstream-Name: zlib\n") is None  # not set apart
     assert title_line("x " * 60 + "\n\nbody") is None  # too long for a title
+
+
+def _spin(seconds: float) -> int:
+    """Busy for `seconds` of wall clock (CPU time all the while)."""
+    import time
+
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def test_the_extraction_limit_counts_cpu_time_not_waiting():
+    import time
+
+    from transforms.extract import CpuTimeUp, within_cpu_time
+
+    # waiting uses no CPU: a 0.2 s limit lets a 0.5 s sleep finish
+    assert within_cpu_time(0.2, time.sleep, 0.5) is None
+    started = time.monotonic()
+    with pytest.raises(CpuTimeUp):
+        within_cpu_time(0.2, _spin, 5.0)
+    assert time.monotonic() - started < 2.0  # stopped at about 0.2 s of CPU, not at 5 s
+    assert within_cpu_time(0.5, _spin, 0.05) > 0  # and the timer is off again after each call
+    _spin(0.6)

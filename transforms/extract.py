@@ -14,6 +14,7 @@ import concurrent.futures
 import multiprocessing
 import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -358,6 +359,31 @@ def _html_to_markdown(html: str):
 
 
 CHILD_START_TIMEOUT_S = 300.0
+# The limit counts the child's CPU time, which load on the machine does not stretch: the same
+# pages are rejected on a busy night as on a quiet one. The wall clock only backs it up, for
+# an extraction stuck where no signal reaches Python (inside one C call), at this many times
+# the limit plus a margin for a machine that is very busy indeed.
+WALL_CLOCK_FACTOR = 10.0
+WALL_CLOCK_MARGIN_S = 30.0
+
+
+class CpuTimeUp(Exception):
+    """Raised in the extraction child when it has used its CPU time on one document."""
+
+
+def _cpu_time_up(signum: int, frame: object) -> None:
+    raise CpuTimeUp()
+
+
+def within_cpu_time(limit_s: float, fn: Callable, *args):
+    """Run in the extraction child: `fn(*args)`, stopped with CpuTimeUp once this process has
+    used `limit_s` seconds of CPU time on it (ITIMER_PROF: user and system time)."""
+    signal.signal(signal.SIGPROF, _cpu_time_up)
+    signal.setitimer(signal.ITIMER_PROF, limit_s)
+    try:
+        return fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def _child_ready() -> bool:
@@ -375,7 +401,8 @@ def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 
 
 class _ExtractFn(beam.DoFn):
-    """Runs the pure core; HTML goes to a child process that is killed past the time limit."""
+    """Runs the pure core; HTML and paged documents go to a child process, which stops an
+    extraction past its CPU-time limit (and is killed past a wall-clock backstop)."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -422,14 +449,18 @@ class _ExtractFn(beam.DoFn):
     def _in_child(self, what: str, fn: Callable, *args):
         if self.timeout_s <= 0:
             return fn(*args)
-        future = self._pool_or_new().submit(fn, *args)
+        future = self._pool_or_new().submit(within_cpu_time, self.timeout_s, fn, *args)
+        wall_s = self.timeout_s * WALL_CLOCK_FACTOR + WALL_CLOCK_MARGIN_S
         try:
-            return future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
+            return future.result(timeout=wall_s)
+        except (CpuTimeUp, concurrent.futures.TimeoutError) as e:
+            # a new child for the next document: the signal may have cut the parser anywhere
             self._kill_pool()
             self.timeouts.inc()
+            spent = "CPU seconds" if isinstance(e, CpuTimeUp) else f"{wall_s:g} s of wall clock"
             raise ExtractError(
-                "extract_timeout", f"{what} extraction over --extract_timeout_s={self.timeout_s}"
+                "extract_timeout",
+                f"{what} extraction over --extract_timeout_s={self.timeout_s} ({spent})",
             ) from None
         except concurrent.futures.process.BrokenProcessPool as e:
             self._kill_pool()

@@ -238,3 +238,40 @@ def _environment_of_the_child() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def _sleep(seconds: float) -> str:
+    import time
+
+    time.sleep(seconds)
+    return "slept"
+
+
+def _spin(seconds: float) -> int:
+    import time
+
+    end, n = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
+def test_the_time_limit_is_the_childs_cpu_time(tmp_path):
+    import time
+
+    from transforms.extract import ExtractError, _ExtractFn
+
+    fn = _ExtractFn(timeout_s=0.5)
+    fn.setup()
+    try:
+        # 1.5 s of waiting is not 1.5 s of extraction: a busy machine makes the child wait,
+        # not work, and must not change which pages are rejected
+        assert fn._in_child("HTML", _sleep, 1.5) == "slept"
+        started = time.monotonic()
+        with pytest.raises(ExtractError, match="CPU seconds") as e:
+            fn._in_child("HTML", _spin, 30.0)
+        assert e.value.reason == "extract_timeout"
+        assert time.monotonic() - started < 10  # stopped at its CPU limit, not after 30 s
+        assert fn._in_child("HTML", _sleep, 0.1) == "slept"  # a new child for what follows
+    finally:
+        fn.teardown()
