@@ -78,6 +78,10 @@ def split_documents(
                     "context_source": None,
                     "start_char": start,
                     "end_char": start + len(text),
+                    # pages: the baseline splits text only (no PDF in the corpora)
+                    "page_start": None,
+                    "page_end": None,
+                    "page_label": None,
                     "token_count": tokens,
                     "embed_tokens": tokens,
                     "section_path": [],
