@@ -500,7 +500,8 @@ class ExtractText(beam.PTransform):
     """RawDocument -> ExtractResult: a Document, or a Reject with the reason."""
 
     def __init__(self, timeout_s: float = 5.0) -> None:
-        """`timeout_s`: the time limit of one HTML extraction (0: none), already validated."""
+        """`timeout_s`: the CPU-time limit of one HTML or paged extraction (0: none), already
+        validated."""
         super().__init__()
         self.timeout_s = timeout_s
 

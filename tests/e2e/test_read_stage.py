@@ -247,18 +247,10 @@ def _sleep(seconds: float) -> str:
     return "slept"
 
 
-def _spin(seconds: float) -> int:
-    import time
-
-    end, n = time.monotonic() + seconds, 0
-    while time.monotonic() < end:
-        n += 1
-    return n
-
-
 def test_the_time_limit_is_the_childs_cpu_time(tmp_path):
     import time
 
+    from tests.test_read_extract import _spin  # busy, by module path for the child
     from transforms.extract import ExtractError, _ExtractFn
 
     fn = _ExtractFn(timeout_s=0.5)
