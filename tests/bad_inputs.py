@@ -125,6 +125,8 @@ EXPECTED: dict[str, Outcome] = {
     "html/mostly_script.html": CHUNKED,
     "html/only_script.html": _rejected("extract", "empty_after_extraction"),
     "html/unclosed_tags.html": CHUNKED,
+    # a run of `&nbsp;` that only extraction makes whitespace: cut after extraction (N1)
+    "html/nbsp_run.html": CHUNKED,
     "markdown/unclosed_fence.md": CHUNKED,
     "markdown/table_10000_rows.md": CHUNKED,
     "markdown/long_heading_line.md": CHUNKED,
@@ -243,6 +245,12 @@ def write_bad_corpus(root: Path) -> Path:
         "html/unclosed_tags.html",
         f"<html><body><div><p>{PROSE}<p><b>bold <i>and italic {PROSE}<ul><li>one<li>two"
         f"<table><tr><td>cell<td>{PROSE}",
+    )
+    put(
+        "html/nbsp_run.html",
+        f"<html><body><article><h1>Spaces</h1><p>{PROSE}</p><pre>"
+        + "&nbsp;" * 300_000
+        + "x</pre></article></body></html>",
     )
     put(
         "markdown/unclosed_fence.md",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import sys
 import time
 import tracemalloc
@@ -238,6 +239,50 @@ def test_a_million_spaces_are_cut_and_tiktoken_counts_the_text(cl100k):
     doc = extract_document(raw, _html_to_markdown)
     assert doc.text == " " * MAX_WHITESPACE_RUN + "x\n"
     assert cl100k.count(doc.text) > 0  # the whole run panicked inside tiktoken
+
+
+def test_a_whitespace_run_that_only_extraction_makes_is_cut():
+    # `&nbsp;` entities are no whitespace until trafilatura decodes them: the cut ran on the
+    # page before extraction and left the run whole (a million of them panicked tiktoken).
+    page = "<html><body><article><h1>Spaces</h1><p>" + PROSE + "</p><pre>"
+    page += "&nbsp;" * 5_000 + "x</pre></article></body></html>"
+    raw = RawDocument(source="nbsp.html", doc_id="n", data=page.encode())
+    doc = extract_document(raw, _html_to_markdown)
+    runs = re.findall(r"[^\S\n]+", doc.text)
+    assert "\u00a0" * MAX_WHITESPACE_RUN in doc.text  # cut, not dropped
+    assert max(map(len, runs)) == MAX_WHITESPACE_RUN
+
+
+def test_every_tokenizer_call_turns_a_panic_into_a_tokenizer_failure():
+    from transforms.chunking.tokens import TokenizerFailed
+
+    text = "\u00a0" * 1_000_000 + "x"
+    for engine in ("tiktoken", "auto"):
+        tok = TiktokenTokenizer("cl100k_base", engine)
+        with pytest.raises(TokenizerFailed):
+            tok.count(text)  # a PanicException, a BaseException, before
+        with pytest.raises(TokenizerFailed):
+            tok.encode(text)
+    with pytest.raises(TokenizerFailed):
+        TiktokenTokenizer("cl100k_base", "tiktoken").tokenize(text)
+    assert tok.count("and it still counts") == 4
+    with pytest.raises(TypeError):  # a caller's own error stays what it is
+        tok.count(12345)
+
+
+def test_a_pricing_count_that_panics_is_a_reject_not_a_failed_job():
+    # --tokenizer o200k_base (chunked with rs-bpe, which copes) priced in cl100k_base by
+    # tiktoken, which panicked on the whole document and ended the job.
+    from transforms.chunking.routing import ChunkingConfig, _ChunkFn
+
+    text = "# Title\n\n" + PROSE + " " * 1_000_000 + "x\n"
+    doc = Document("d", "spaces.md", "markdown", text, content_hash(text))
+    fn = _ChunkFn(ChunkingConfig(chunk_size=256, tokenizer="o200k_base"), "cl100k_base")
+    fn.setup()
+    (out,) = list(fn.process(doc))
+    reject = out.value
+    assert (reject.stage, reject.reason) == ("chunk", "tokenizer_failed")
+    assert "panicked" in reject.error
 
 
 def test_boilerplate_removal_never_counts_a_whole_document():

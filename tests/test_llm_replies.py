@@ -70,6 +70,8 @@ class BadServer:
                 if case == "usage_huge":
                     usage = {"prompt_tokens": 10**30, "completion_tokens": 5}
                     return self._raw(200, _answer("A fine line.", usage=usage))
+                if case == "no_usage":
+                    return self._raw(200, _answer("A fine line."))
                 if case == "usage_negative":
                     usage = {"prompt_tokens": -7, "completion_tokens": -3}
                     return self._raw(200, _answer("A fine line.", usage=usage))
@@ -156,6 +158,16 @@ def test_a_usage_that_is_not_a_count_is_counted_here(server, cl100k, case, compl
     assert outcome.context == "A fine line."
     assert 0 < outcome.prompt_tokens < 1000  # 10**30 or -7 reported: counted here instead
     assert outcome.completion_tokens == (completion_tokens or cl100k.count("A fine line."))
+
+
+def test_a_document_the_tokenizer_panics_on_is_priced_in_bytes_not_a_crash(server, cl100k):
+    # No usage in the reply: the prompt is counted here, and tiktoken panicked (a
+    # BaseException) on the million-space run, which ended the job (issue 22, N1).
+    document = " " * 1_000_000 + "x"
+    outcome = client(server, "no_usage", cl100k).situate(document, "chunk")
+    assert outcome.context == "A fine line."
+    assert outcome.prompt_tokens >= len(document)  # its bytes, a bound no count exceeds
+    assert outcome.completion_tokens == cl100k.count("A fine line.")
 
 
 def test_control_and_hiding_characters_never_reach_the_context(server, cl100k) -> None:
