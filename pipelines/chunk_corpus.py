@@ -107,7 +107,9 @@ def _cached_vectors(
         return None
     from transforms.embedding_cache import CachedVectors
 
-    return p | "Cached vectors" >> CachedVectors(key, rows, config.embedding_cache)
+    return p | "Cached vectors" >> CachedVectors(
+        key, rows, config.embedding_cache, config.embedding.dimension
+    )
 
 
 def build_pipeline(
