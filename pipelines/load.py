@@ -135,7 +135,7 @@ def load_lock(spec: StoreSpec) -> Iterator[None]:
     upserts and deletes with the first's. PostgreSQL: an advisory lock of the launcher's
     session (gone with its connection, even if the process is killed). LanceDB: a lock file
     beside the table's folder, as `--output` has (pipelines/output_lock.py)."""
-    label = f"--table={spec.table} in {spec.uri}"
+    label = f"--table={spec.table} in {spec.printable}"
     if spec.kind == "lancedb":
         from pipelines.output_lock import OutputLock
 

@@ -102,6 +102,13 @@ class BadServer:
                     except (BrokenPipeError, ConnectionResetError):
                         pass
                     return None
+                if case == "echo_cut":  # the key across the 200-byte cut of an error body
+                    key = self.headers["Authorization"].split()[-1]
+                    return self._raw(401, b"e" * 180 + b" key=" + key.encode())
+                if case == "echo_percent":
+                    key = self.headers["Authorization"].split()[-1]
+                    escaped = "".join(f"%{b:02X}" for b in key.encode())
+                    return self._raw(401, f"unauthorized: {escaped}".encode())
                 if case == "echo_auth":
                     echoed = f"unauthorized: {self.headers['Authorization']}".encode()
                     return self._raw(401, echoed)
@@ -207,6 +214,13 @@ def test_an_echoed_key_is_redacted_from_the_error(server, cl100k, caplog) -> Non
     assert "HTTP 401" in outcome.error
     assert KEY not in outcome.error
     assert "Bearer ***" in outcome.error
+
+
+@pytest.mark.parametrize("case", ["echo_cut", "echo_percent"])
+def test_an_echoed_key_is_redacted_cut_or_percent_encoded(server, cl100k, case) -> None:
+    outcome = client(server, case, cl100k).situate("doc", "chunk")
+    assert "HTTP 401" in outcome.error
+    assert KEY[:6] not in outcome.error and "%73%6B%2D%74" not in outcome.error
 
 
 def test_credentials_in_the_base_url_are_refused() -> None:

@@ -25,6 +25,7 @@ from schemas.records import content_hash
 from transforms.chunking.tokens import Tokenizer, TokenizerFailed
 from transforms.context.config import ContextConfig
 from transforms.context.path import truncate_tokens
+from transforms.redaction import redact
 
 _LOG = logging.getLogger(__name__)
 
@@ -85,7 +86,6 @@ MAX_USAGE_TOKENS = 10**9
 _UNPRINTABLE = re.compile(
     "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
 
 
 class BadReply(ValueError):
@@ -268,7 +268,9 @@ class LLMContextClient:
             else:
                 if status == 200:
                     return self._success(body, messages, key, sent, retries)
-                error = self._redact(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
+                # redacted whole, then cut: a key across the cut would leave its start
+                text = self._redact(body.decode("utf-8", "replace"))
+                error = f"HTTP {status}: {text[:200]}"
                 if status != 429 and status < 500:
                     break  # a request the server will never accept: do not retry
                 retry_after = parse_retry_after(headers.get("Retry-After"))
@@ -298,10 +300,9 @@ class LLMContextClient:
             return response.status_code, response.headers, body.done()
 
     def _redact(self, message: str) -> str:
-        """An error message without the API key (a server may echo the request's headers)."""
-        if self._key:
-            message = message.replace(self._key, "***")
-        return _BEARER.sub(r"\1***", message)
+        """An error message without the API key in any form a server may echo it in (the
+        request's headers: as it is, percent-encoded, base64, cut; `redaction.redact`)."""
+        return redact(message, [self._key])
 
     def _usage(self, usage: Any, name: str, texts: list[str]) -> int:
         """A usage count the server reported, if it is one; else our own count of `texts`.
@@ -333,7 +334,7 @@ class LLMContextClient:
                 None,
                 requests=sent,
                 retries=retries,
-                error=self._redact(f"malformed response: {e!r}"[:300]),
+                error=self._redact(f"malformed response: {e!r}")[:300],
             )
         usage = body.get("usage")
         prompt_tokens = self._usage(usage, "prompt_tokens", [m["content"] for m in messages])
