@@ -191,6 +191,31 @@ def test_one_deeply_nested_jsonl_line_is_one_reject_and_the_rest_is_read(tmp_pat
     assert got[1].source.endswith("#L2")
 
 
+def test_a_file_that_becomes_a_symlink_out_after_matching_is_not_read_through_it(tmp_path):
+    # Regular when matched (so no skip), a symlink out of the input folder when opened, to a
+    # file of the same size and time: read through the link before (no O_NOFOLLOW).
+    folder = tmp_path / "in"
+    folder.mkdir()
+    path, outside, inside = folder / "a.txt", tmp_path / "secret.txt", folder / "b.txt"
+    path.write_text("an ordinary file\n")
+    outside.write_text("a secret file!!!\n")
+    inside.write_text("another in-file!\n")
+    st = os.stat(path)
+    matched = FileMetadata(str(path), st.st_size, st.st_mtime)
+    for target in (outside, inside):
+        os.utime(target, (st.st_atime, st.st_mtime))
+    path.unlink()
+    path.symlink_to(outside)
+    fn = _ReadFileFn(MAX_FILE_BYTES, str(folder), [f"{folder}/*"])
+    (got,) = [getattr(x, "value", x) for x in fn.process(fileio.ReadableFile(matched))]
+    assert isinstance(got, Reject), got
+    assert (got.stage, got.reason) == ("read", "outside_input_root")
+    path.unlink()
+    path.symlink_to(inside)  # a link that stays inside the input folder is read, as matched
+    (got,) = [getattr(x, "value", x) for x in fn.process(fileio.ReadableFile(matched))]
+    assert got.data == b"another in-file!\n"
+
+
 def test_a_dangling_symlink_given_as_input_is_named(tmp_path):
     os.symlink(tmp_path / "missing.txt", tmp_path / "link.txt")
     with pytest.raises(ValueError, match="dangling symlink"):

@@ -18,7 +18,7 @@ import lzma
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
@@ -87,14 +87,40 @@ def _same_file(st: os.stat_result, matched: FileMetadata | None) -> bool:
     return not mtime or st.st_mtime == mtime
 
 
-def _open_local(path: str, matched: FileMetadata | None) -> tuple[BinaryIO, os.stat_result]:
+def _open_fd(path: str, follow: Callable[[str], bool] | None) -> int:
+    """A descriptor of `path` opened for reading. With `follow`, the last component is never
+    followed as it is opened (O_NOFOLLOW): a path that is a symlink now, whatever it was when
+    it was matched, is opened by its real path when `follow(path)` allows it, and refused
+    (`outside_input_root`) when not."""
+    # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if follow is None:
+        return os.open(path, flags)
     try:
-        # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.open(path, flags | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+    if not follow(path):
+        raise ReadError(
+            "outside_input_root",
+            "the file is a symlink that leads out of the input folders (it was not one, or "
+            "led elsewhere, when it was matched)",
+        )
+    return os.open(os.path.realpath(path), flags | os.O_NOFOLLOW)
+
+
+def _open_local(
+    path: str, matched: FileMetadata | None, follow: Callable[[str], bool] | None = None
+) -> tuple[BinaryIO, os.stat_result]:
+    try:
+        fd = _open_fd(path, follow)
     except FileNotFoundError:
         raise ReadError("disappeared", "the file was matched but is gone") from None
     except PermissionError as e:
         raise ReadError("permission_denied", f"cannot open the file: {e.strerror}") from None
+    except ReadError:
+        raise
     except OSError as e:
         raise ReadError("unreadable", f"cannot open the file: {e!r}") from None
     try:
@@ -194,7 +220,10 @@ def read_up_to(f: BinaryIO, limit: int) -> bytes:
 
 @contextlib.contextmanager
 def open_matched(
-    path: str, matched: FileMetadata | None = None, check_after: bool = True
+    path: str,
+    matched: FileMetadata | None = None,
+    check_after: bool = True,
+    follow: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[BinaryIO, str, int | None]]:
     """(a reader of the file's decompressed contents, its compression, its size on disk when
     known), as a context.
@@ -202,12 +231,13 @@ def open_matched(
     Errors are ReadError: `disappeared`, `permission_denied`, `not_a_regular_file`,
     `changed_since_match`, `corrupt_compressed` (raised while reading too) or `unreadable`.
     With `check_after`, a local file that changed while it was read is `changed_since_match`
-    when the context ends.
+    when the context ends. `follow`: which local symlinks may be read (`_open_fd`); None
+    follows every one.
     """
     compression = CompressionTypes.detect_compression_type(path)
     with contextlib.ExitStack() as stack:
         if is_local(path):
-            raw, st = _open_local(path, matched)
+            raw, st = _open_local(path, matched, follow)
             size = st.st_size
         else:
             st = None
