@@ -41,6 +41,13 @@ def _skipped(reason: str) -> Outcome:
     return Outcome("skipped", reason=reason)
 
 
+def jsonl_stream_bomb(copies: int = 1000, block: int = 10_000_000) -> bytes:
+    """A .jsonl.bz2 of one good record, then bz2 streams joined into one line of `copies` x
+    `block` spaces (10 GB by default) in a few hundred KB."""
+    first = bz2.compress(b'{"id": "first", "text": "A good record before the bomb."}\n')
+    return first + bz2.compress(b" " * block) * copies
+
+
 def _png() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
@@ -120,6 +127,9 @@ EXPECTED: dict[str, Outcome] = {
     "big/bomb.txt.xz": _rejected("read", "too_large"),
     "big/corrupt.txt.gz": _rejected("read", "corrupt_compressed"),
     "big/small.txt.gz": CHUNKED,
+    # bz2 streams joined into one 10 GB line: the file stops at its decompressed budget (N5)
+    "big/stream_bomb.jsonl.bz2#L1": CHUNKED,
+    "big/stream_bomb.jsonl.bz2": _rejected("read", "too_large"),
     "html/deep_300.html": CHUNKED,
     "html/deep_100000.html": _rejected("extract", "too_deep"),
     "html/mostly_script.html": CHUNKED,
@@ -227,6 +237,7 @@ def write_bad_corpus(root: Path) -> Path:
     put("big/bomb.txt.zst", zstandard.ZstdCompressor(level=19).compress(zeros))
     put("big/corrupt.txt.gz", gzip.compress((PROSE * 50).encode())[:-40] + b"\x00garbage")
     put("big/small.txt.gz", gzip.compress((PROSE * 5).encode()))
+    put("big/stream_bomb.jsonl.bz2", jsonl_stream_bomb())
     put("html/deep_300.html", _deep_html(300))
     put("html/deep_100000.html", _deep_html(100_000))
     put(

@@ -25,7 +25,7 @@ from pipelines.chunk_corpus import prepare_output
 from pipelines.flags import unknown_flag_error
 from pipelines.staging import swap_in
 from schemas.records import Document, RawDocument, Reject, content_hash
-from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run
+from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run, jsonl_stream_bomb
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
 from transforms.chunking.tokens import TiktokenTokenizer
 from transforms.extract import (
@@ -160,6 +160,20 @@ def test_a_decompression_bomb_stops_at_the_limit(tmp_path, suffix):
     assert (got.stage, got.reason) == ("read", "too_large")
     # what is left is the decompressor's own state (xz's 8 MiB dictionary), not the output
     assert peak < 16_000_000, f"{peak:,} bytes allocated to read 1,000 of a {suffix} bomb"
+
+
+def test_a_compressed_jsonl_stream_stops_at_its_decompressed_budget(tmp_path):
+    # --max_file_bytes holds per line: bz2 streams joined into one 10 GB line were read on
+    # and on (still at it after 120 s), the line skipped as it went.
+    path = tmp_path / "bomb.jsonl.bz2"
+    path.write_bytes(jsonl_stream_bomb())
+    started = time.monotonic()
+    got = _read(str(path))
+    assert time.monotonic() - started < 30
+    assert [type(g).__name__ for g in got] == ["RawDocument", "Reject"]
+    assert got[0].text == "A good record before the bomb."
+    assert (got[1].source, got[1].stage, got[1].reason) == (str(path), "read", "too_large")
+    assert "decompressed past" in got[1].error
 
 
 def test_compressed_files_within_the_limit_are_read_whole(tmp_path):

@@ -25,7 +25,14 @@ from transforms import progress
 from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
-from transforms.files import ReadError, is_local, open_matched, read_up_to, special_file
+from transforms.files import (
+    ReadError,
+    decompressed_budget,
+    is_local,
+    open_matched,
+    read_up_to,
+    special_file,
+)
 
 
 def relative_source(path: str, root: str) -> str:
@@ -231,7 +238,13 @@ class _ReadFileFn(beam.DoFn):
             # its records are out as they are read, so only a change before the first line
             # can reject the file
             follow = self._follow if self.patterns else None
-            with open_matched(path, matched, check_after=False, follow=follow) as (f, _, _):
+            size = matched.size_in_bytes if matched is not None else None
+            budget = decompressed_budget(self.max_file_bytes, size)
+            with open_matched(path, matched, check_after=False, follow=follow, budget=budget) as (
+                f,
+                _,
+                _,
+            ):
                 yield from self._lines(f, path)
         except ReadError as e:
             yield self._reject(path, e.reason, str(e))
