@@ -143,6 +143,8 @@ EXPECTED: dict[str, Outcome] = {
     "code/syntax_error.py": CHUNKED,
     "code/minified.js": CHUNKED,
     "odd names/a..b\nnewline.txt": CHUNKED,
+    # terminal control sequences in a name and a text: chunked, and printed escaped (N12)
+    "odd names/\x1b[31mred\x07.txt": CHUNKED,
     "special/pipe.txt": _skipped("fifo"),
     "special/socket.txt": _skipped("socket"),
     "links/dangling.txt": _skipped("dangling_symlink"),
@@ -283,6 +285,7 @@ def write_bad_corpus(root: Path) -> Path:
         ),
     )
     put("odd names/a..b\nnewline.txt", PROSE * 2)
+    put("odd names/\x1b[31mred\x07.txt", "Title\x1b]0;pwned\x07 then \x1b[2J. " + PROSE * 2)
     os.mkfifo(base / "special/pipe.txt")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(base / "special/socket.txt"))
