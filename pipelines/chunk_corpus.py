@@ -37,6 +37,7 @@ from pipelines.staging import (
     staging_folder,
     swap_in,
 )
+from pipelines.terminal import for_terminal
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.accounting import (
     Account,
@@ -107,7 +108,9 @@ def _cached_vectors(
         return None
     from transforms.embedding_cache import CachedVectors
 
-    return p | "Cached vectors" >> CachedVectors(key, rows, config.embedding_cache)
+    return p | "Cached vectors" >> CachedVectors(
+        key, rows, config.embedding_cache, config.embedding.dimension
+    )
 
 
 def build_pipeline(
@@ -401,7 +404,8 @@ def run(argv: list[str] | None = None) -> PipelineResult:
             report = json.loads(f.read().decode("utf-8"))
         seconds = time.time() - started
         sizes = output_bytes(config.output)
-        print(summary(report, config.output, seconds, sizes, _estimate_lines(config, report)))
+        lines = summary(report, config.output, seconds, sizes, _estimate_lines(config, report))
+        print(for_terminal(lines))
         check_something_chunked(report, config.output)
     return result
 
@@ -548,10 +552,10 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(130)
             raise
     except ValueError as e:
-        print(f"corpus-chunker: error: {e}", file=sys.stderr)
+        print(f"corpus-chunker: error: {for_terminal(e)}", file=sys.stderr)
         sys.exit(2)
     except NothingChunkedError as e:
-        print(f"corpus-chunker: {e}", file=sys.stderr)
+        print(f"corpus-chunker: {for_terminal(e)}", file=sys.stderr)
         sys.exit(1)
 
 

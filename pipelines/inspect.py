@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import run_stats
 from pipelines.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
 from pipelines.run_tables import read_json, read_table
+from pipelines.terminal import for_terminal
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
 SAMPLES_PER_TYPE = 2
@@ -129,8 +130,11 @@ def run_changes(run: Run) -> tuple[run_stats.Changes | None, str]:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell; numbers right-aligned."""
-    cells = [[str(h) for h in headers]] + [[str(v) for v in r] for r in rows]
+    """Columns padded to their widest cell; numbers right-aligned. A cell's control
+    characters and newlines (a file name's, a document's) are written as escapes."""
+    cells = [[str(h) for h in headers]] + [
+        [for_terminal(v, keep_lines=False) for v in r] for r in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [
         all(isinstance(r[i], int | float) for r in rows) if rows else False
@@ -332,9 +336,12 @@ def show_document(run: Run, key: str, stream: TextIO) -> None:
     tty = bool(getattr(stream, "isatty", lambda: False)())
     on, off, dim = ("\033[7m", "\033[0m", "\033[2m") if tty else ("«", "»", "")
     rule = "\033[1;34m" if tty else ""
+    # the document's text, names and headers are the corpus's: their control characters are
+    # written as escapes, and only this function's own highlighting reaches the terminal
+    source, doc_type = for_terminal(doc["source"], False), for_terminal(doc["doc_type"], False)
     stream.write(
-        f"{doc['source']} ({doc['doc_type']}, doc_id {doc['doc_id']}): {len(chunks)} chunks; "
-        f"{on}marked{off} text is overlap (in two chunks)\n"
+        f"{source} ({doc_type}, doc_id {for_terminal(doc['doc_id'], False)}): {len(chunks)} "
+        f"chunks; {on}marked{off} text is overlap (in two chunks)\n"
     )
     for seg in run_stats.segments(len(text), chunks):
         if seg.starts_chunk is not None:
@@ -347,10 +354,11 @@ def show_document(run: Run, key: str, stream: TextIO) -> None:
                     line += " · " + page_range(c)
                 if c.get("context"):
                     line += f" · header: {c['context']!r}"
+                line = for_terminal(line, keep_lines=False)
                 stream.write(
                     ("\n" if seg.start else "") + rule + line + (off if tty else "") + "\n"
                 )
-        piece = text[seg.start : seg.end]
+        piece = for_terminal(text[seg.start : seg.end])
         if not seg.chunks:
             stream.write(f"{dim}{piece}{off if tty else ''}")
         elif len(seg.chunks) > 1:
@@ -392,11 +400,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         rows = stats_rows(run)
         changes, note = run_changes(run)
-        print(summary_text(run, rows, changes, note))
+        print(for_terminal(summary_text(run, rows, changes, note)))
         if not args.no_page:
             print(f"\npage: {write_page(run, rows, changes, note)}")
     except ValueError as e:
-        print(f"corpus-chunker inspect: error: {e}", file=sys.stderr)
+        print(f"corpus-chunker inspect: error: {for_terminal(e)}", file=sys.stderr)
         return 2
     return 0
 

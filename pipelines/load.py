@@ -22,6 +22,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines.terminal import for_terminal
 from transforms.load import (
     CURRENT,
     DEFAULT_BATCH_SIZE,
@@ -135,7 +136,7 @@ def load_lock(spec: StoreSpec) -> Iterator[None]:
     upserts and deletes with the first's. PostgreSQL: an advisory lock of the launcher's
     session (gone with its connection, even if the process is killed). LanceDB: a lock file
     beside the table's folder, as `--output` has (pipelines/output_lock.py)."""
-    label = f"--table={spec.table} in {spec.uri}"
+    label = f"--table={spec.table} in {spec.printable}"
     if spec.kind == "lancedb":
         from pipelines.output_lock import OutputLock
 
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(sys.argv[1:] if argv is None else argv)
     except ValueError as e:
-        print(f"corpus-chunker load: error: {e}", file=sys.stderr)
+        print(f"corpus-chunker load: error: {for_terminal(e)}", file=sys.stderr)
         return 2
     return 0
 

@@ -41,6 +41,13 @@ def _skipped(reason: str) -> Outcome:
     return Outcome("skipped", reason=reason)
 
 
+def jsonl_stream_bomb(copies: int = 1000, block: int = 10_000_000) -> bytes:
+    """A .jsonl.bz2 of one good record, then bz2 streams joined into one line of `copies` x
+    `block` spaces (10 GB by default) in a few hundred KB."""
+    first = bz2.compress(b'{"id": "first", "text": "A good record before the bomb."}\n')
+    return first + bz2.compress(b" " * block) * copies
+
+
 def _png() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
@@ -120,17 +127,24 @@ EXPECTED: dict[str, Outcome] = {
     "big/bomb.txt.xz": _rejected("read", "too_large"),
     "big/corrupt.txt.gz": _rejected("read", "corrupt_compressed"),
     "big/small.txt.gz": CHUNKED,
+    # bz2 streams joined into one 10 GB line: the file stops at its decompressed budget (N5)
+    "big/stream_bomb.jsonl.bz2#L1": CHUNKED,
+    "big/stream_bomb.jsonl.bz2": _rejected("read", "too_large"),
     "html/deep_300.html": CHUNKED,
     "html/deep_100000.html": _rejected("extract", "too_deep"),
     "html/mostly_script.html": CHUNKED,
     "html/only_script.html": _rejected("extract", "empty_after_extraction"),
     "html/unclosed_tags.html": CHUNKED,
+    # a run of `&nbsp;` that only extraction makes whitespace: cut after extraction (N1)
+    "html/nbsp_run.html": CHUNKED,
     "markdown/unclosed_fence.md": CHUNKED,
     "markdown/table_10000_rows.md": CHUNKED,
     "markdown/long_heading_line.md": CHUNKED,
     "code/syntax_error.py": CHUNKED,
     "code/minified.js": CHUNKED,
     "odd names/a..b\nnewline.txt": CHUNKED,
+    # terminal control sequences in a name and a text: chunked, and printed escaped (N12)
+    "odd names/\x1b[31mred\x07.txt": CHUNKED,
     "special/pipe.txt": _skipped("fifo"),
     "special/socket.txt": _skipped("socket"),
     "links/dangling.txt": _skipped("dangling_symlink"),
@@ -225,6 +239,7 @@ def write_bad_corpus(root: Path) -> Path:
     put("big/bomb.txt.zst", zstandard.ZstdCompressor(level=19).compress(zeros))
     put("big/corrupt.txt.gz", gzip.compress((PROSE * 50).encode())[:-40] + b"\x00garbage")
     put("big/small.txt.gz", gzip.compress((PROSE * 5).encode()))
+    put("big/stream_bomb.jsonl.bz2", jsonl_stream_bomb())
     put("html/deep_300.html", _deep_html(300))
     put("html/deep_100000.html", _deep_html(100_000))
     put(
@@ -243,6 +258,12 @@ def write_bad_corpus(root: Path) -> Path:
         "html/unclosed_tags.html",
         f"<html><body><div><p>{PROSE}<p><b>bold <i>and italic {PROSE}<ul><li>one<li>two"
         f"<table><tr><td>cell<td>{PROSE}",
+    )
+    put(
+        "html/nbsp_run.html",
+        f"<html><body><article><h1>Spaces</h1><p>{PROSE}</p><pre>"
+        + "&nbsp;" * 300_000
+        + "x</pre></article></body></html>",
     )
     put(
         "markdown/unclosed_fence.md",
@@ -264,6 +285,7 @@ def write_bad_corpus(root: Path) -> Path:
         ),
     )
     put("odd names/a..b\nnewline.txt", PROSE * 2)
+    put("odd names/\x1b[31mred\x07.txt", "Title\x1b]0;pwned\x07 then \x1b[2J. " + PROSE * 2)
     os.mkfifo(base / "special/pipe.txt")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(base / "special/socket.txt"))

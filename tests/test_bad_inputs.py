@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import sys
 import time
 import tracemalloc
@@ -24,7 +25,7 @@ from pipelines.chunk_corpus import prepare_output
 from pipelines.flags import unknown_flag_error
 from pipelines.staging import swap_in
 from schemas.records import Document, RawDocument, Reject, content_hash
-from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run
+from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run, jsonl_stream_bomb
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
 from transforms.chunking.tokens import TiktokenTokenizer
 from transforms.extract import (
@@ -161,6 +162,20 @@ def test_a_decompression_bomb_stops_at_the_limit(tmp_path, suffix):
     assert peak < 16_000_000, f"{peak:,} bytes allocated to read 1,000 of a {suffix} bomb"
 
 
+def test_a_compressed_jsonl_stream_stops_at_its_decompressed_budget(tmp_path):
+    # --max_file_bytes holds per line: bz2 streams joined into one 10 GB line were read on
+    # and on (still at it after 120 s), the line skipped as it went.
+    path = tmp_path / "bomb.jsonl.bz2"
+    path.write_bytes(jsonl_stream_bomb())
+    started = time.monotonic()
+    got = _read(str(path))
+    assert time.monotonic() - started < 30
+    assert [type(g).__name__ for g in got] == ["RawDocument", "Reject"]
+    assert got[0].text == "A good record before the bomb."
+    assert (got[1].source, got[1].stage, got[1].reason) == (str(path), "read", "too_large")
+    assert "decompressed past" in got[1].error
+
+
 def test_compressed_files_within_the_limit_are_read_whole(tmp_path):
     text = (PROSE * 200).encode()
     for suffix, data in ((".gz", gzip.compress(text + text)), (".txt", text)):
@@ -188,6 +203,31 @@ def test_one_deeply_nested_jsonl_line_is_one_reject_and_the_rest_is_read(tmp_pat
         "duplicate_id",
     ]
     assert got[1].source.endswith("#L2")
+
+
+def test_a_file_that_becomes_a_symlink_out_after_matching_is_not_read_through_it(tmp_path):
+    # Regular when matched (so no skip), a symlink out of the input folder when opened, to a
+    # file of the same size and time: read through the link before (no O_NOFOLLOW).
+    folder = tmp_path / "in"
+    folder.mkdir()
+    path, outside, inside = folder / "a.txt", tmp_path / "secret.txt", folder / "b.txt"
+    path.write_text("an ordinary file\n")
+    outside.write_text("a secret file!!!\n")
+    inside.write_text("another in-file!\n")
+    st = os.stat(path)
+    matched = FileMetadata(str(path), st.st_size, st.st_mtime)
+    for target in (outside, inside):
+        os.utime(target, (st.st_atime, st.st_mtime))
+    path.unlink()
+    path.symlink_to(outside)
+    fn = _ReadFileFn(MAX_FILE_BYTES, str(folder), [f"{folder}/*"])
+    (got,) = [getattr(x, "value", x) for x in fn.process(fileio.ReadableFile(matched))]
+    assert isinstance(got, Reject), got
+    assert (got.stage, got.reason) == ("read", "outside_input_root")
+    path.unlink()
+    path.symlink_to(inside)  # a link that stays inside the input folder is read, as matched
+    (got,) = [getattr(x, "value", x) for x in fn.process(fileio.ReadableFile(matched))]
+    assert got.data == b"another in-file!\n"
 
 
 def test_a_dangling_symlink_given_as_input_is_named(tmp_path):
@@ -238,6 +278,50 @@ def test_a_million_spaces_are_cut_and_tiktoken_counts_the_text(cl100k):
     doc = extract_document(raw, _html_to_markdown)
     assert doc.text == " " * MAX_WHITESPACE_RUN + "x\n"
     assert cl100k.count(doc.text) > 0  # the whole run panicked inside tiktoken
+
+
+def test_a_whitespace_run_that_only_extraction_makes_is_cut():
+    # `&nbsp;` entities are no whitespace until trafilatura decodes them: the cut ran on the
+    # page before extraction and left the run whole (a million of them panicked tiktoken).
+    page = "<html><body><article><h1>Spaces</h1><p>" + PROSE + "</p><pre>"
+    page += "&nbsp;" * 5_000 + "x</pre></article></body></html>"
+    raw = RawDocument(source="nbsp.html", doc_id="n", data=page.encode())
+    doc = extract_document(raw, _html_to_markdown)
+    runs = re.findall(r"[^\S\n]+", doc.text)
+    assert "\u00a0" * MAX_WHITESPACE_RUN in doc.text  # cut, not dropped
+    assert max(map(len, runs)) == MAX_WHITESPACE_RUN
+
+
+def test_every_tokenizer_call_turns_a_panic_into_a_tokenizer_failure():
+    from transforms.chunking.tokens import TokenizerFailed
+
+    text = "\u00a0" * 1_000_000 + "x"
+    for engine in ("tiktoken", "auto"):
+        tok = TiktokenTokenizer("cl100k_base", engine)
+        with pytest.raises(TokenizerFailed):
+            tok.count(text)  # a PanicException, a BaseException, before
+        with pytest.raises(TokenizerFailed):
+            tok.encode(text)
+    with pytest.raises(TokenizerFailed):
+        TiktokenTokenizer("cl100k_base", "tiktoken").tokenize(text)
+    assert tok.count("and it still counts") == 4
+    with pytest.raises(TypeError):  # a caller's own error stays what it is
+        tok.count(12345)
+
+
+def test_a_pricing_count_that_panics_is_a_reject_not_a_failed_job():
+    # --tokenizer o200k_base (chunked with rs-bpe, which copes) priced in cl100k_base by
+    # tiktoken, which panicked on the whole document and ended the job.
+    from transforms.chunking.routing import ChunkingConfig, _ChunkFn
+
+    text = "# Title\n\n" + PROSE + " " * 1_000_000 + "x\n"
+    doc = Document("d", "spaces.md", "markdown", text, content_hash(text))
+    fn = _ChunkFn(ChunkingConfig(chunk_size=256, tokenizer="o200k_base"), "cl100k_base")
+    fn.setup()
+    (out,) = list(fn.process(doc))
+    reject = out.value
+    assert (reject.stage, reject.reason) == ("chunk", "tokenizer_failed")
+    assert "panicked" in reject.error
 
 
 def test_boilerplate_removal_never_counts_a_whole_document():

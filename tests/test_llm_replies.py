@@ -70,6 +70,8 @@ class BadServer:
                 if case == "usage_huge":
                     usage = {"prompt_tokens": 10**30, "completion_tokens": 5}
                     return self._raw(200, _answer("A fine line.", usage=usage))
+                if case == "no_usage":
+                    return self._raw(200, _answer("A fine line."))
                 if case == "usage_negative":
                     usage = {"prompt_tokens": -7, "completion_tokens": -3}
                     return self._raw(200, _answer("A fine line.", usage=usage))
@@ -100,6 +102,13 @@ class BadServer:
                     except (BrokenPipeError, ConnectionResetError):
                         pass
                     return None
+                if case == "echo_cut":  # the key across the 200-byte cut of an error body
+                    key = self.headers["Authorization"].split()[-1]
+                    return self._raw(401, b"e" * 180 + b" key=" + key.encode())
+                if case == "echo_percent":
+                    key = self.headers["Authorization"].split()[-1]
+                    escaped = "".join(f"%{b:02X}" for b in key.encode())
+                    return self._raw(401, f"unauthorized: {escaped}".encode())
                 if case == "echo_auth":
                     echoed = f"unauthorized: {self.headers['Authorization']}".encode()
                     return self._raw(401, echoed)
@@ -158,6 +167,16 @@ def test_a_usage_that_is_not_a_count_is_counted_here(server, cl100k, case, compl
     assert outcome.completion_tokens == (completion_tokens or cl100k.count("A fine line."))
 
 
+def test_a_document_the_tokenizer_panics_on_is_priced_in_bytes_not_a_crash(server, cl100k):
+    # No usage in the reply: the prompt is counted here, and tiktoken panicked (a
+    # BaseException) on the million-space run, which ended the job (issue 22, N1).
+    document = " " * 1_000_000 + "x"
+    outcome = client(server, "no_usage", cl100k).situate(document, "chunk")
+    assert outcome.context == "A fine line."
+    assert outcome.prompt_tokens >= len(document)  # its bytes, a bound no count exceeds
+    assert outcome.completion_tokens == cl100k.count("A fine line.")
+
+
 def test_control_and_hiding_characters_never_reach_the_context(server, cl100k) -> None:
     outcome = client(server, "controls", cl100k).situate("doc", "chunk")
     assert outcome.context == "Ring the [31m bell ."
@@ -195,6 +214,13 @@ def test_an_echoed_key_is_redacted_from_the_error(server, cl100k, caplog) -> Non
     assert "HTTP 401" in outcome.error
     assert KEY not in outcome.error
     assert "Bearer ***" in outcome.error
+
+
+@pytest.mark.parametrize("case", ["echo_cut", "echo_percent"])
+def test_an_echoed_key_is_redacted_cut_or_percent_encoded(server, cl100k, case) -> None:
+    outcome = client(server, case, cl100k).situate("doc", "chunk")
+    assert "HTTP 401" in outcome.error
+    assert KEY[:6] not in outcome.error and "%73%6B%2D%74" not in outcome.error
 
 
 def test_credentials_in_the_base_url_are_refused() -> None:

@@ -442,11 +442,11 @@ class _RemoveLinesFn(beam.DoFn):
 
     def _count_lines(self, lines: list[str]) -> int | None:
         """The tokens of `lines`, each encoded alone; None when the tokenizer fails on one."""
+        from transforms.chunking.tokens import TokenizerFailed
+
         try:
             return sum(self.tokenizer.count(line) for line in lines)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException:  # pyo3's PanicException derives from BaseException
+        except TokenizerFailed:  # the tokenizer's guard: a panic inside it
             return None
 
 

@@ -15,18 +15,28 @@ torch's is the model name and a hash of its weight and config files.
 from __future__ import annotations
 
 import hashlib
+import logging
+import math
 import os
+import re
 from collections.abc import Iterator
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.parquetio import ReadAllFromParquet, WriteToParquet
+from apache_beam.io.parquetio import WriteToParquet
+from apache_beam.metrics import Metrics
 
 from schemas.columns import EMBEDDING_CACHE, schema
 from schemas.records import CONTEXT_JOINER
+from transforms.common import NAMESPACE
 from transforms.models import TORCH, CachedVector, EmbeddingConfig, text_key
 
+_LOG = logging.getLogger(__name__)
 CACHE_SCHEMA = schema(EMBEDDING_CACHE)
+CACHE_COLUMNS = tuple(CACHE_SCHEMA.names)
+_TEXT_KEY = re.compile(r"[0-9a-f]{64}")
+MAX_MODEL_TOKENS = 1 << 20
 # What a model folder's revision is made of: its weights and the files that change its vectors.
 _REVISION_FILES = (
     "model.safetensors",
@@ -68,11 +78,61 @@ def row_text_key(row: dict) -> str:
     return text_key(f"{context}{CONTEXT_JOINER}{text}" if context else text)
 
 
-def entries_of_rows(row: dict) -> Iterator[tuple[str, CachedVector]]:
-    """A previous run's chunk row -> its cache entry (parents and failed chunks have none)."""
+def checked_vector(
+    embedding: object, model_tokens: object, dimension: int | None
+) -> CachedVector | None:
+    """A cached vector as this run can use it, or None when it is not one: a list of
+    `dimension` finite numbers (any length when the dimension is unknown, never none), and a
+    token count that is None or a count. The cache holds data, not trust: whatever else a file
+    or a previous run holds is skipped, and the text is embedded again."""
+    if not isinstance(embedding, list | tuple) or not embedding:
+        return None
+    if dimension is not None and len(embedding) != dimension:
+        return None
+    try:
+        vector = tuple(float(x) for x in embedding)
+    except (TypeError, ValueError):  # None, strings, nested lists
+        return None
+    if not all(math.isfinite(x) for x in vector):
+        return None
+    if model_tokens is not None and not (
+        isinstance(model_tokens, int)
+        and not isinstance(model_tokens, bool)
+        and 0 <= model_tokens <= MAX_MODEL_TOKENS
+    ):
+        return None
+    return CachedVector(vector, model_tokens)
+
+
+def checked_cache_row(row: dict, model: str, dimension: int | None) -> CachedVector | None:
+    """The vector of an --embedding_cache row when it is this model's and usable, else None."""
+    if row.get("model") != model:
+        return None
+    key = row.get("text_sha256")
+    if not isinstance(key, str) or not _TEXT_KEY.fullmatch(key):
+        return None
+    return checked_vector(row.get("embedding"), row.get("model_tokens"), dimension)
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.invalid = Metrics.counter(NAMESPACE, "embedding_cache_entries_invalid")
+        self.unreadable = Metrics.counter(NAMESPACE, "embedding_cache_files_unreadable")
+
+
+def entries_of_rows(
+    row: dict, dimension: int | None = None, counters: _Counters | None = None
+) -> Iterator[tuple[str, CachedVector]]:
+    """A previous run's chunk row -> its cache entry (parents and failed chunks have none; a
+    vector that is not a usable one, `checked_vector`, is skipped and counted)."""
     if row.get("is_parent") or row.get("embedding") is None:
         return
-    yield row_text_key(row), CachedVector(tuple(row["embedding"]), row.get("model_tokens"))
+    cached = checked_vector(row["embedding"], row.get("model_tokens"), dimension)
+    if cached is None:
+        if counters is not None:
+            counters.invalid.inc()
+        return
+    yield row_text_key(row), cached
 
 
 def cache_files(folder: str) -> list[str]:
@@ -84,36 +144,94 @@ def cache_files(folder: str) -> list[str]:
         return []
 
 
+def read_cache_file(
+    path: str, model: str, dimension: int | None, counters: _Counters | None = None
+) -> Iterator[tuple[str, CachedVector]]:
+    """(text key, vector) of this model in one --embedding_cache file, checked one by one.
+
+    A file that is not Parquet, lacks a column or breaks while it is read is a warning and
+    is skipped from there on (its vectors are made again), never a failed job; a row of this
+    model that is not usable (`checked_cache_row`) is skipped and counted.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            parquet = pq.ParquetFile(f)
+            missing = [c for c in CACHE_COLUMNS if c not in parquet.schema_arrow.names]
+            if missing:
+                raise ValueError(f"no column {', '.join(missing)}")
+            for batch in parquet.iter_batches(batch_size=1000, columns=list(CACHE_COLUMNS)):
+                for row in batch.to_pylist():
+                    if row.get("model") != model:
+                        continue  # another model's: not this run's to use
+                    cached = checked_cache_row(row, model, dimension)
+                    if cached is None:
+                        if counters is not None:
+                            counters.invalid.inc()
+                        continue
+                    yield row["text_sha256"], cached
+    except Exception as e:
+        if counters is not None:
+            counters.unreadable.inc()
+        _LOG.warning(
+            "--embedding_cache: skipping %s, which is not a readable cache file (%s: %s); "
+            "its texts are embedded again",
+            path,
+            type(e).__name__,
+            str(e)[:200],
+        )
+
+
 class _FromFolder(beam.DoFn):
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, dimension: int | None) -> None:
         self.model = model
+        self.dimension = dimension
+        self.counters = _Counters()
+
+    def process(self, path: str) -> Iterator[tuple[str, CachedVector]]:
+        yield from read_cache_file(path, self.model, self.dimension, self.counters)
+
+
+class _FromRows(beam.DoFn):
+    def __init__(self, dimension: int | None) -> None:
+        self.dimension = dimension
+        self.counters = _Counters()
 
     def process(self, row: dict) -> Iterator[tuple[str, CachedVector]]:
-        if row["model"] == self.model:
-            yield row["text_sha256"], CachedVector(tuple(row["embedding"]), row["model_tokens"])
+        yield from entries_of_rows(row, self.dimension, self.counters)
 
 
 class CachedVectors(beam.PTransform):
     """PBegin -> (text key, CachedVector) of this model: the previous run's `rows` (chunk rows,
-    or None) and the --embedding_cache `folder` (or None)."""
+    or None) and the --embedding_cache `folder` (or None), each vector checked to be one of
+    `dimension` finite numbers (`checked_vector`): what is not is skipped, counted
+    (embedding_cache_entries_invalid, embedding_cache_files_unreadable), and embedded again."""
 
-    def __init__(self, model: str, rows: beam.PCollection | None, folder: str | None) -> None:
+    def __init__(
+        self,
+        model: str,
+        rows: beam.PCollection | None,
+        folder: str | None,
+        dimension: int | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
         self.rows = rows
         self.folder = folder
+        self.dimension = dimension
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         parts = []
         if self.rows is not None:
-            parts.append(self.rows | "Previous vectors" >> beam.FlatMap(entries_of_rows))
+            parts.append(self.rows | "Previous vectors" >> beam.ParDo(_FromRows(self.dimension)))
         files = cache_files(self.folder) if self.folder else []
         if files:
             parts.append(
                 pbegin
                 | "Cache files" >> beam.Create(files)
-                | "Read cache" >> ReadAllFromParquet()
-                | "This model's vectors" >> beam.ParDo(_FromFolder(self.model))
+                | "Spread cache files" >> beam.Reshuffle()
+                | "This model's vectors" >> beam.ParDo(_FromFolder(self.model, self.dimension))
             )
         if not parts:
             return pbegin | "No cached vectors" >> beam.Create([])

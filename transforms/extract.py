@@ -193,7 +193,11 @@ def title_line(text: str) -> str | None:
 
 
 def cut_whitespace_runs(text: str) -> str:
-    """`text` with every run of more than MAX_WHITESPACE_RUN spaces or tabs cut to that many."""
+    """`text` with every run of more than MAX_WHITESPACE_RUN whitespace characters other than
+    a newline (spaces, tabs, no-break spaces, any Unicode space) cut to that many.
+
+    Run on the extracted text, the last step of extraction: a run that only extraction makes
+    (entities, a PDF's layout) is cut as well as one in the file."""
     return _LONG_WHITESPACE_RUN.sub(lambda m: m.group()[:MAX_WHITESPACE_RUN], text)
 
 
@@ -309,7 +313,7 @@ def extract_document(
     kind = binary_type(raw.source, raw.data) if raw.text is None else None
     if kind is not None:
         return paged_document(raw, kind, paged_extractor(kind, raw.data))
-    text = cut_whitespace_runs(decode(raw))
+    text = decode(raw)
     if not text.strip():
         raise ExtractError("empty", "no text (empty or whitespace only)")
     detected = detect(raw.source, text[:8192])
@@ -335,6 +339,9 @@ def extract_document(
         title = title or raw.source.split("#", 1)[0].rsplit("/", 1)[-1]
     else:
         title = title or title_line(text)
+    # One pass over the text as it will be chunked, after extraction: a run that only
+    # extraction makes (a million `&nbsp;` in a page's <pre>) is cut like one in the file.
+    text = cut_whitespace_runs(text)
     return Document(
         doc_id=raw.doc_id,
         source=raw.source,

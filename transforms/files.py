@@ -18,13 +18,22 @@ import lzma
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 STEP_BYTES = 1 << 20  # what one read asks for: decompressed output never runs ahead of it
+# What a compressed file may decompress to, at most: this many times its size on disk (text
+# and JSONL compress 3 to 20 times; a bomb, thousands of times), and never less than the
+# --max_file_bytes a file may hold. A JSONL stream, whose limit is per line, stops there too.
+MAX_COMPRESSION_RATIO = 100
+
+
+def decompressed_budget(max_file_bytes: int, size_on_disk: int | None) -> int:
+    """The decompressed bytes one compressed file may give (MAX_COMPRESSION_RATIO)."""
+    return max(max_file_bytes, MAX_COMPRESSION_RATIO * (size_on_disk or 0))
 
 
 class ReadError(Exception):
@@ -87,14 +96,40 @@ def _same_file(st: os.stat_result, matched: FileMetadata | None) -> bool:
     return not mtime or st.st_mtime == mtime
 
 
-def _open_local(path: str, matched: FileMetadata | None) -> tuple[BinaryIO, os.stat_result]:
+def _open_fd(path: str, follow: Callable[[str], bool] | None) -> int:
+    """A descriptor of `path` opened for reading. With `follow`, the last component is never
+    followed as it is opened (O_NOFOLLOW): a path that is a symlink now, whatever it was when
+    it was matched, is opened by its real path when `follow(path)` allows it, and refused
+    (`outside_input_root`) when not."""
+    # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if follow is None:
+        return os.open(path, flags)
     try:
-        # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.open(path, flags | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+    if not follow(path):
+        raise ReadError(
+            "outside_input_root",
+            "the file is a symlink that leads out of the input folders (it was not one, or "
+            "led elsewhere, when it was matched)",
+        )
+    return os.open(os.path.realpath(path), flags | os.O_NOFOLLOW)
+
+
+def _open_local(
+    path: str, matched: FileMetadata | None, follow: Callable[[str], bool] | None = None
+) -> tuple[BinaryIO, os.stat_result]:
+    try:
+        fd = _open_fd(path, follow)
     except FileNotFoundError:
         raise ReadError("disappeared", "the file was matched but is gone") from None
     except PermissionError as e:
         raise ReadError("permission_denied", f"cannot open the file: {e.strerror}") from None
+    except ReadError:
+        raise
     except OSError as e:
         raise ReadError("unreadable", f"cannot open the file: {e!r}") from None
     try:
@@ -149,6 +184,33 @@ class _ZlibReader(io.RawIOBase):
         return 0
 
 
+class _Budgeted(io.RawIOBase):
+    """A decompressed reader that raises ReadError("too_large") once it has given `budget`
+    bytes and more is left: a bomb stops there, in bounded time."""
+
+    def __init__(self, inner: BinaryIO, budget: int, size_on_disk: int | None) -> None:
+        self._inner = inner
+        self._budget = budget
+        self._size = size_on_disk
+        self.given = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        room = self._budget - self.given
+        data = self._inner.read(min(len(buffer), max(room, 1)))
+        if data and room <= 0:
+            raise ReadError(
+                "too_large",
+                f"decompressed past {self._budget} bytes ({MAX_COMPRESSION_RATIO} times its "
+                f"{self._size} bytes on disk, or --max_file_bytes)",
+            )
+        buffer[: len(data)] = data
+        self.given += len(data)
+        return len(data)
+
+
 def decompressed(raw: BinaryIO, compression: str) -> BinaryIO:
     """A reader of `raw` decompressed as `compression` (a Beam CompressionTypes value) whose
     `read(n)` never decompresses much more than `n` bytes."""
@@ -194,7 +256,11 @@ def read_up_to(f: BinaryIO, limit: int) -> bytes:
 
 @contextlib.contextmanager
 def open_matched(
-    path: str, matched: FileMetadata | None = None, check_after: bool = True
+    path: str,
+    matched: FileMetadata | None = None,
+    check_after: bool = True,
+    follow: Callable[[str], bool] | None = None,
+    budget: int | None = None,
 ) -> Iterator[tuple[BinaryIO, str, int | None]]:
     """(a reader of the file's decompressed contents, its compression, its size on disk when
     known), as a context.
@@ -202,12 +268,14 @@ def open_matched(
     Errors are ReadError: `disappeared`, `permission_denied`, `not_a_regular_file`,
     `changed_since_match`, `corrupt_compressed` (raised while reading too) or `unreadable`.
     With `check_after`, a local file that changed while it was read is `changed_since_match`
-    when the context ends.
+    when the context ends. `follow`: which local symlinks may be read (`_open_fd`); None
+    follows every one. `budget`: the decompressed bytes a compressed file may give before
+    reading it is `too_large` (`decompressed_budget`); None: no limit.
     """
     compression = CompressionTypes.detect_compression_type(path)
     with contextlib.ExitStack() as stack:
         if is_local(path):
-            raw, st = _open_local(path, matched)
+            raw, st = _open_local(path, matched, follow)
             size = st.st_size
         else:
             st = None
@@ -220,6 +288,8 @@ def open_matched(
         reader = decompressed(raw, compression)
         if reader is not raw:
             stack.callback(reader.close)
+            if budget is not None:
+                reader = io.BufferedReader(_Budgeted(reader, budget, size), STEP_BYTES)
         try:
             yield reader, compression, size
         except ReadError:

@@ -25,7 +25,14 @@ from transforms import progress
 from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
-from transforms.files import ReadError, is_local, open_matched, read_up_to, special_file
+from transforms.files import (
+    ReadError,
+    decompressed_budget,
+    is_local,
+    open_matched,
+    read_up_to,
+    special_file,
+)
 
 
 def relative_source(path: str, root: str) -> str:
@@ -153,10 +160,33 @@ def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawD
     )
 
 
+class SymlinkPolicy:
+    """Which local symlinks the job reads: one an --input names itself, or one whose real path
+    lies inside the literal folder of a wildcard pattern. `_SkipFn` skips the others as they are
+    matched; the read applies it again as it opens a file (O_NOFOLLOW), for a file that became a
+    symlink in between."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.literals = {p for p in patterns if not has_wildcard(p)}
+        folders = [literal_folder(p) for p in patterns if has_wildcard(p)]
+        self.roots = [os.path.realpath(f or ".") for f in folders if is_local(f)]
+
+    def allows(self, path: str) -> bool:
+        """Whether the symlink `path` may be read (through to its real path)."""
+        if path in self.literals:
+            return True
+        real = os.path.realpath(path)
+        return any(real == root or real.startswith(root.rstrip("/") + "/") for root in self.roots)
+
+
 class _ReadFileFn(beam.DoFn):
-    def __init__(self, max_file_bytes: int, root: str) -> None:
+    def __init__(self, max_file_bytes: int, root: str, patterns: Sequence[str] = ()) -> None:
+        """`patterns`: the --input patterns, whose `SymlinkPolicy` the open applies (none:
+        every symlink is followed)."""
         self.max_file_bytes = max_file_bytes
         self.root = root
+        self.patterns = list(patterns)
+        self._policy: SymlinkPolicy | None = None
         self.files = progress.counter(NAMESPACE, "files_read")
         self.records = progress.counter(NAMESPACE, "jsonl_records_read")
         self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
@@ -166,6 +196,11 @@ class _ReadFileFn(beam.DoFn):
             REJECTS, Reject.of_error(path, "read", reason, error, document_id(path, self.root))
         )
 
+    def _follow(self, path: str) -> bool:
+        if self._policy is None:
+            self._policy = SymlinkPolicy(self.patterns)
+        return self._policy.allows(path)
+
     def process(self, readable: fileio.ReadableFile) -> Iterator:
         path = readable.metadata.path
         self.files.inc()
@@ -173,7 +208,8 @@ class _ReadFileFn(beam.DoFn):
             yield from self._records(readable.metadata, path)
             return
         try:
-            with open_matched(path, readable.metadata) as (f, compression, size):
+            follow = self._follow if self.patterns else None
+            with open_matched(path, readable.metadata, follow=follow) as (f, compression, size):
                 if (
                     compression == CompressionTypes.UNCOMPRESSED
                     and (size or 0) > self.max_file_bytes
@@ -201,7 +237,14 @@ class _ReadFileFn(beam.DoFn):
         try:
             # its records are out as they are read, so only a change before the first line
             # can reject the file
-            with open_matched(path, matched, check_after=False) as (f, _, _):
+            follow = self._follow if self.patterns else None
+            size = matched.size_in_bytes if matched is not None else None
+            budget = decompressed_budget(self.max_file_bytes, size)
+            with open_matched(path, matched, check_after=False, follow=follow, budget=budget) as (
+                f,
+                _,
+                _,
+            ):
                 yield from self._lines(f, path)
         except ReadError as e:
             yield self._reject(path, e.reason, str(e))
@@ -401,17 +444,10 @@ class _SkipFn(beam.DoFn):
             if has_wildcard(p)
         ]
         # where a symlink may lead: into the real folder of any wildcard pattern
-        self.roots = [
-            os.path.realpath(folder or ".") for _, _, folder in self.wild if is_local(folder)
-        ]
+        self.symlinks = SymlinkPolicy(self.patterns)
 
     def _outside_roots(self, path: str) -> bool:
-        if path in self.literals or not os.path.islink(path):
-            return False
-        real = os.path.realpath(path)
-        return not any(
-            real == root or real.startswith(root.rstrip("/") + "/") for root in self.roots
-        )
+        return os.path.islink(path) and not self.symlinks.allows(path)
 
     def process(self, element: tuple) -> Iterator[tuple]:
         path, metadata = element
@@ -587,7 +623,7 @@ class ReadDocuments(beam.PTransform):
             | "Matched metadata" >> beam.Values()
             | "Open files" >> fileio.ReadMatches()
             | "Read contents"
-            >> beam.ParDo(_ReadFileFn(self.max_file_bytes, self.root)).with_outputs(
+            >> beam.ParDo(_ReadFileFn(self.max_file_bytes, self.root, self.patterns)).with_outputs(
                 REJECTS, main="documents"
             )
         )

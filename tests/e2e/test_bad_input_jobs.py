@@ -5,6 +5,7 @@ a run that chunks nothing, and a rebuild from a previous run that cannot be read
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ from pipelines.chunk_corpus import NothingChunkedError, prepare_output, run
 from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, fake_run, write_bad_corpus
 from tests.tables import report, rows
 from transforms.chunking.tokens import TiktokenTokenizer
+from transforms.extract import MAX_WHITESPACE_RUN
 
 pytestmark = pytest.mark.slow
 CHUNK_SIZE = 192
@@ -83,6 +85,9 @@ def test_every_kind_of_bad_input_is_chunked_rejected_or_skipped_with_a_reason(tm
     for c in chunks:
         assert tok.count(c["text"]) <= CHUNK_SIZE and c["embed_tokens"] <= CHUNK_SIZE
         assert documents_text(documents, c)[c["start_char"] : c["end_char"]] == c["text"]
+    # no whitespace run longer than the cut reaches a tokenizer, however extraction made it
+    for d in documents.values():
+        assert not re.search(rf"[^\S\n]{{{MAX_WHITESPACE_RUN + 1}}}", d["text"]), d["source"]
     # the link that leads out of the input folder was not read; nothing was written outside out/
     assert not any("secret" in c["text"] for c in chunks)
     assert sorted(os.listdir(tmp_path)) == ["in", "out", "outside_secret.txt"]

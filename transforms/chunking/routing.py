@@ -20,7 +20,13 @@ from schemas.records import Chunk, Document, Reject, content_hash, stable_hash
 from transforms import accounting, progress
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import ChunkTimeout, time_limit
-from transforms.chunking.tokens import TOKEN_ENGINES, TokenizedText, Tokenizer, make_tokenizer
+from transforms.chunking.tokens import (
+    TOKEN_ENGINES,
+    TokenizedText,
+    Tokenizer,
+    TokenizerFailed,
+    make_tokenizer,
+)
 from transforms.common import NAMESPACE, REJECTS
 from transforms.layout import page_of
 from transforms.models import resolve_model_path
@@ -341,6 +347,12 @@ class _ChunkFn(beam.DoFn):
             limit = f"chunking took over --chunk_timeout_s={self.config.timeout_s:g} s"
             yield beam.pvalue.TaggedOutput(
                 REJECTS, Reject(doc.source, "chunk", "chunk_timeout", limit, doc.doc_id)
+            )
+            return
+        except TokenizerFailed as e:  # a panic in any tokenizer call, the pricing count's too
+            self.failed.inc()
+            yield beam.pvalue.TaggedOutput(
+                REJECTS, Reject.of_error(doc.source, "chunk", e.reason, str(e), doc.doc_id)
             )
             return
         except Exception as e:  # one document's failure is a reject, never a failed job

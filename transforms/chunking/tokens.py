@@ -15,9 +15,9 @@ import os
 import re
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -129,6 +129,52 @@ _ENGINE_PROBE = (
     + "\n" * 5
     + "<|endoftext|> end"
 )
+
+
+class TokenizerFailed(Exception):
+    """A tokenizer that could not encode a text: a panic inside it (tiktoken's pre-tokenizer
+    overflows its stack on a very long whitespace run, and pyo3 raises that as a
+    `PanicException`, a BaseException that no `except Exception` catches) or its regex engine
+    giving up. An ordinary Exception, so every caller's `except Exception` (a reject, a
+    fallback) sees it; `reason` names it in a reject."""
+
+    reason = "tokenizer_failed"
+
+    def __reduce__(self):  # it may cross processes pickled, like any reject's cause
+        return type(self), self.args
+
+
+_PASS_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, TokenizerFailed)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def tokenizer_failure(error: BaseException, name: str) -> TokenizerFailed | None:
+    """The TokenizerFailed that `error`, raised by the tokenizer `name`, stands for; None for
+    an error that is the caller's own (a text that is not a string, a lone surrogate)."""
+    if isinstance(error, _PASS_THROUGH):
+        return None
+    if not isinstance(error, Exception):  # a Rust panic (pyo3_runtime.PanicException)
+        return TokenizerFailed(f"{name} panicked: {str(error)[:200]}")
+    if isinstance(error, ValueError) and "regex" in str(error).lower():
+        return TokenizerFailed(f"{name} gave up: {str(error)[:200]}")
+    return None
+
+
+def guarded(method: _F) -> _F:
+    """The one guard around every call into a tokenizer: a panic, or its regex engine giving
+    up, becomes TokenizerFailed, which callers turn into a reject (or a fallback) by reason."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as e:
+            failed = tokenizer_failure(e, getattr(self, "name", type(self).__name__))
+            if failed is None:
+                raise
+            raise failed from None
+
+    return call  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=4)
@@ -306,6 +352,7 @@ class TiktokenTokenizer:
         self._bpe = get_bpe_encoder(name) if self.engine == "bpe" else None
         self._count_piece = self._bpe_count if self._bpe is not None else self.count
 
+    @guarded
     def count(self, text: str) -> int:
         try:
             return len(self._encode_core(text))
@@ -318,6 +365,7 @@ class TiktokenTokenizer:
         except UnicodeEncodeError:
             return self.count(text)
 
+    @guarded
     def count_span(self, doc: TokenizedText, start: int, end: int) -> int:
         """Tokens of doc.text[start:end] encoded alone, exactly; `doc` is this tokenizer's.
 
@@ -356,6 +404,7 @@ class TiktokenTokenizer:
             count += self._count_piece(text[tail:end])
         return count
 
+    @guarded
     def count_joined(self, prefix: str, text: str, text_tokens: int) -> int:
         """Tokens of prefix + text encoded together, exactly; `text_tokens` is count(text).
 
@@ -371,9 +420,11 @@ class TiktokenTokenizer:
             return self.count(prefix) + text_tokens
         return self.count(joined)
 
+    @guarded
     def encode(self, text: str) -> list[int]:
         return self._enc.encode_ordinary(text)
 
+    @guarded
     def decode(self, tokens: Sequence[int]) -> str:
         return self._enc.decode(list(tokens))
 
@@ -412,6 +463,7 @@ class TiktokenTokenizer:
         # a list of Python ints (a tenth of the encoding time on a large document).
         return self._enc.encode_to_numpy(text, disallowed_special=())
 
+    @guarded
     def tokenize(self, text: str) -> TokenizedText:
         tokens = self._token_array(text)
         if len(tokens) == 0:
@@ -439,9 +491,11 @@ class HuggingFaceTokenizer:
         self.add_special_tokens = add_special_tokens
         self._tok = AutoTokenizer.from_pretrained(path)
 
+    @guarded
     def count(self, text: str) -> int:
         return len(self._tok(text, add_special_tokens=self.add_special_tokens)["input_ids"])
 
+    @guarded
     def tokenize(self, text: str) -> TokenizedText:
         enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True)
         starts = sorted({s for s, _ in enc["offset_mapping"] if s > 0})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -21,9 +22,12 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from schemas.records import content_hash
-from transforms.chunking.tokens import Tokenizer
+from transforms.chunking.tokens import Tokenizer, TokenizerFailed
 from transforms.context.config import ContextConfig
 from transforms.context.path import truncate_tokens
+from transforms.redaction import redact
+
+_LOG = logging.getLogger(__name__)
 
 _DOCUMENT_PROMPT = "<document>\n{document}\n</document>\n\n"
 _CHUNK_PROMPT = (
@@ -82,7 +86,6 @@ MAX_USAGE_TOKENS = 10**9
 _UNPRINTABLE = re.compile(
     "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
 
 
 class BadReply(ValueError):
@@ -265,7 +268,9 @@ class LLMContextClient:
             else:
                 if status == 200:
                     return self._success(body, messages, key, sent, retries)
-                error = self._redact(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
+                # redacted whole, then cut: a key across the cut would leave its start
+                text = self._redact(body.decode("utf-8", "replace"))
+                error = f"HTTP {status}: {text[:200]}"
                 if status != 429 and status < 500:
                     break  # a request the server will never accept: do not retry
                 retry_after = parse_retry_after(headers.get("Retry-After"))
@@ -295,16 +300,26 @@ class LLMContextClient:
             return response.status_code, response.headers, body.done()
 
     def _redact(self, message: str) -> str:
-        """An error message without the API key (a server may echo the request's headers)."""
-        if self._key:
-            message = message.replace(self._key, "***")
-        return _BEARER.sub(r"\1***", message)
+        """An error message without the API key in any form a server may echo it in (the
+        request's headers: as it is, percent-encoded, base64, cut; `redaction.redact`)."""
+        return redact(message, [self._key])
 
-    def _usage(self, usage: Any, name: str, count: Callable[[], int]) -> int:
-        """A usage count the server reported, if it is one; else our own count."""
+    def _usage(self, usage: Any, name: str, texts: list[str]) -> int:
+        """A usage count the server reported, if it is one; else our own count of `texts`.
+
+        Where the tokenizer fails on them (its guard's TokenizerFailed: a panic on a text it
+        cannot encode), their UTF-8 bytes stand in, a bound no count exceeds (every token
+        holds at least one byte): the reply is still used, and never priced below its cost.
+        """
         value = usage.get(name) if isinstance(usage, dict) else None
         valid = isinstance(value, int) and not isinstance(value, bool)
-        return value if valid and 0 <= value <= MAX_USAGE_TOKENS else count()
+        if valid and 0 <= value <= MAX_USAGE_TOKENS:
+            return value
+        try:
+            return sum(self.tokenizer.count(t) for t in texts)
+        except TokenizerFailed as e:
+            _LOG.warning("counting %s with the tokenizer failed (%s); using bytes", name, e)
+            return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
 
     def _success(
         self, raw: bytes, messages: list[dict[str, str]], key: str, sent: int, retries: int
@@ -319,17 +334,11 @@ class LLMContextClient:
                 None,
                 requests=sent,
                 retries=retries,
-                error=self._redact(f"malformed response: {e!r}"[:300]),
+                error=self._redact(f"malformed response: {e!r}")[:300],
             )
         usage = body.get("usage")
-        prompt_tokens = self._usage(
-            usage,
-            "prompt_tokens",
-            lambda: sum(self.tokenizer.count(m["content"]) for m in messages),
-        )
-        completion_tokens = self._usage(
-            usage, "completion_tokens", lambda: self.tokenizer.count(content[:MAX_REPLY_BYTES])
-        )
+        prompt_tokens = self._usage(usage, "prompt_tokens", [m["content"] for m in messages])
+        completion_tokens = self._usage(usage, "completion_tokens", [content[:MAX_REPLY_BYTES]])
         line = clean_llm_line(content)
         if not line:
             return LLMOutcome(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transforms.redaction import safe_uri
 from transforms.stores.base import DEFAULT_TABLE, VectorStore, check_table_name
 
 SCHEMES = ("postgresql://", "postgres://", "lancedb://")
@@ -20,12 +21,19 @@ class StoreSpec:
     def __post_init__(self) -> None:
         if not self.uri.startswith(SCHEMES):
             raise ValueError(
-                f"--to={self.uri!r}: expected postgresql://user@host:port/db or "
+                f"--to={safe_uri(self.uri)!r}: expected postgresql://user@host:port/db or "
                 "lancedb:///path/to/db"
             )
         if self.uri.startswith("lancedb://") and not self.uri[len("lancedb://") :]:
-            raise ValueError(f"--to={self.uri!r}: lancedb:// needs a folder (lancedb:///path)")
+            raise ValueError(
+                f"--to={safe_uri(self.uri)!r}: lancedb:// needs a folder (lancedb:///path)"
+            )
         check_table_name(self.table)
+
+    @property
+    def printable(self) -> str:
+        """The URI as it may be printed: without its password (`safe_uri`)."""
+        return safe_uri(self.uri)
 
     @property
     def kind(self) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from transforms.redaction import redact, uri_password
 from transforms.stores.base import (
     ADDED_COLUMNS,
     STATE_TABLE,
@@ -160,8 +161,11 @@ class PostgresStore(VectorStore):
         self.table = table
         try:
             self.conn = psycopg.connect(uri)
-        except psycopg.OperationalError as e:
-            raise ValueError(f"--to: cannot connect to PostgreSQL: {e}".strip()) from e
+        except psycopg.Error as e:
+            # libpq's message may quote the connection string; neither it nor its chained
+            # cause may print the password
+            why = redact(str(e), [uri_password(uri)])
+            raise ValueError(f"--to: cannot connect to PostgreSQL: {why}".strip()) from None
         self._vectors = False
         self._staged = False  # the session's staging table exists
 
