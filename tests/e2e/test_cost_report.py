@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipelines.chunk_corpus import run
+from tests.jobs import run
 from tests.tables import report, rows
 from transforms.accounting import (
     report_markdown,

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipelines.chunk_corpus import run
+from tests.jobs import run
 from tests.tables import manifest, read_table, report
 from transforms.chunking import tokens
 

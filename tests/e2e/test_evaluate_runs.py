@@ -29,7 +29,7 @@ BAD_CHUNKING = [
 
 
 def test_a_bad_chunking_scores_lower_than_the_default_on_samples(tmp_path):
-    from pipelines.chunk_corpus import run
+    from tests.jobs import run
 
     root = ROOT
     inputs = [f"--input={os.path.join(root, 'samples', s)}" for s in SAMPLES]
@@ -47,7 +47,7 @@ def test_a_bad_chunking_scores_lower_than_the_default_on_samples(tmp_path):
 
 
 def test_a_real_parent_run_reads_back_and_is_scored_child_to_parent(tmp_path):
-    from pipelines.chunk_corpus import run
+    from tests.jobs import run
     from tests.tables import read_table
 
     source = os.path.join(ROOT, "samples", "markdown", "node-path.md")

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.chunk_corpus import run
 from schemas.arrow import REJECT_SCHEMA
+from tests.jobs import run
 from tests.tables import manifest, report, rows
 from transforms.accounting import file_inventory
 

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from pipelines.chunk_corpus import main as cli_main
-from pipelines.chunk_corpus import run
 from pipelines.inspect import main
+from tests.jobs import run
 from tests.tables import rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

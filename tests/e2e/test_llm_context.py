@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from pipelines.chunk_corpus import run
+from tests.jobs import run
 from tests.tables import report, rows
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines import load
-from pipelines.chunk_corpus import run
+from tests.jobs import run
 from tests.load_runs import assert_holds_exactly, held, store_state
 from tests.tables import manifest, rows
 from transforms.stores import StoreSpec

@@ -18,7 +18,7 @@ BOUND_MIB = 250
 _SCRIPT = textwrap.dedent(
     """
     import random, resource, sys
-    from pipelines.chunk_corpus import run
+    from tests.jobs import run
     tmp = sys.argv[1]
     words = "river stone market window garden letter the of and to in".split()
     rng = random.Random(3)

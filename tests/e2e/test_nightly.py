@@ -8,7 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from pipelines.chunk_corpus import run, summary
+from pipelines.chunk_corpus import summary
+from tests.jobs import run
 from tests.tables import manifest, report, rows
 
 pytestmark = pytest.mark.slow
@@ -235,9 +236,12 @@ def test_a_page_that_times_out_one_night_is_kept(tmp_path):
     (it counts as rejected). Night 3, with time enough, finds it unchanged."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
+    # 400 paragraphs: about 70 ms of CPU to extract, many times the kernel's tick at which a
+    # CPU-time timer is checked. A 20-paragraph page (about 9 ms) sometimes finished before
+    # the 1 µs limit was seen, and night 2 found the page unchanged.
     (corpus / "page.html").write_text(
         "<html><head><title>Page</title></head><body><main><h1>Page</h1>"
-        + "<p>A paragraph of the page, long enough to be kept as content. </p>" * 20
+        + "".join(f"<p>Paragraph {i} of the page, long enough to be kept. </p>" for i in range(400))
         + "</main></body></html>"
     )
     (corpus / "a.md").write_text("# Alpha\n\nThe first document. " * 20)

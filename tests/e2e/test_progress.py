@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pipelines import progress
-from pipelines.chunk_corpus import run
+from tests.jobs import run
 from tests.tables import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,8 +10,8 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.chunk_corpus import run
 from pipelines.output_lock import OutputLock, OutputLocked, lock_path
+from tests.jobs import run
 from tests.tables import manifest, report, rows
 from transforms.accounting import file_inventory
 

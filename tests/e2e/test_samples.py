@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from pipelines.chunk_corpus import run
 from tests.golden import assert_matches_golden
+from tests.jobs import run
 from tests.tables import manifest, read_table, report, rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -240,6 +240,29 @@ def get_tiktoken_encoding(name: str):
     return tiktoken.get_encoding(name)
 
 
+@functools.lru_cache(maxsize=4)
+def token_byte_lengths(name: str) -> np.ndarray:
+    """Each token id's length in bytes (0 for gaps in the vocabulary), read-only.
+
+    Built once per process and encoding: a job makes several tokenizers (chunking, pricing,
+    headers), and the table costs 100,000 decode calls (about 0.15 s).
+    """
+    enc = get_tiktoken_encoding(name)
+    n = enc.max_token_value + 1
+    lengths = np.zeros(n, dtype=np.int64)
+    for token in range(n):
+        try:
+            lengths[token] = len(enc.decode_single_token_bytes(token))
+        except KeyError:  # gaps in the vocabulary
+            lengths[token] = 0
+    # The smallest type that holds them (no token is over 255 bytes in either encoding):
+    # looked up once per token of every document, the table should stay in the cache.
+    dtype = np.uint8 if lengths.max() <= np.iinfo(np.uint8).max else np.int64
+    table = lengths.astype(dtype)
+    table.flags.writeable = False  # shared by every tokenizer of this process
+    return table
+
+
 @dataclass(frozen=True)
 class TokenizedText:
     """A text and the sorted character offsets at which its tokens start.
@@ -334,17 +357,7 @@ class TiktokenTokenizer:
         self.requested_engine = engine
         self.engine = resolve_engine(engine, name)
         self._enc = get_tiktoken_encoding(name)
-        n = self._enc.max_token_value + 1
-        lengths = np.zeros(n, dtype=np.int64)
-        for token in range(n):
-            try:
-                lengths[token] = len(self._enc.decode_single_token_bytes(token))
-            except KeyError:  # gaps in the vocabulary
-                lengths[token] = 0
-        # The smallest type that holds them (no token is over 255 bytes in either encoding):
-        # looked up once per token of every document, the table should stay in the cache.
-        dtype = np.uint8 if lengths.max() <= np.iinfo(np.uint8).max else np.int64
-        self._byte_lengths = lengths.astype(dtype)
+        self._byte_lengths = token_byte_lengths(name)
         self._breaks = PIECE_BREAKS.get(getattr(self._enc, "_pat_str", None))
         # The Rust encoder itself: `count_span` calls it a few times per chunk, and tiktoken's
         # Python wrapper costs as much as encoding a word.
