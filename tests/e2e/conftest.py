@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -284,7 +285,11 @@ class JobRun:
 
 
 class JobRuns:
-    """Builds each configuration of RUNS on first use, once per test session."""
+    """Builds each configuration of RUNS on first use, once per test session.
+
+    Under xdist every worker is a process of its own: the first worker that asks for a run
+    builds it under a file lock in the folder the workers share, and the others read it.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -292,25 +297,41 @@ class JobRuns:
 
     def __call__(self, name: str) -> JobRun:
         if name not in self.done:
-            import io
+            from filelock import FileLock
 
-            from pipelines import progress
-            from pipelines.chunk_corpus import run
-
-            output = str(self.root / name)
-            err = io.StringIO()
-            # progress lines four times a second, to see counts move during a short run
-            interval, progress.LOG_INTERVAL_S = progress.LOG_INTERVAL_S, 0.25
-            try:
-                with contextlib.redirect_stderr(err):
-                    run([*RUNS[name], "--output", output])
-            finally:
-                progress.LOG_INTERVAL_S = interval
-            self.done[name] = JobRun(output, err.getvalue())
+            output = self.root / name
+            printed = self.root / f"{name}.stderr"
+            with FileLock(str(self.root / f"{name}.lock")):
+                if not printed.exists():  # written last: the run is complete
+                    shutil.rmtree(output, ignore_errors=True)  # what a failed build left
+                    self._build(name, str(output), printed)
+            self.done[name] = JobRun(str(output), printed.read_text())
         return self.done[name]
+
+    @staticmethod
+    def _build(name: str, output: str, printed: Path) -> None:
+        import io
+
+        from pipelines import progress
+        from pipelines.chunk_corpus import run
+
+        err = io.StringIO()
+        # progress lines four times a second, to see counts move during a short run
+        interval, progress.LOG_INTERVAL_S = progress.LOG_INTERVAL_S, 0.25
+        try:
+            with contextlib.redirect_stderr(err):
+                run([*RUNS[name], "--output", output])
+        finally:
+            progress.LOG_INTERVAL_S = interval
+        printed.write_text(err.getvalue())
 
 
 @pytest.fixture(scope="session")
-def job_run(tmp_path_factory: pytest.TempPathFactory) -> JobRuns:
+def job_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> JobRuns:
     """`job_run(name)`: the output of the job run with RUNS[name], built once per session."""
-    return JobRuns(tmp_path_factory.mktemp("job_runs"))
+    base = tmp_path_factory.getbasetemp()
+    # xdist gives each worker its own basetemp (popen-gwN) inside the session's folder
+    root = base if worker_id == "master" else base.parent
+    folder = root / "job_runs"
+    folder.mkdir(exist_ok=True)
+    return JobRuns(folder)
