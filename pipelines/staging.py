@@ -23,6 +23,9 @@ import stat
 from apache_beam.io.filesystems import FileSystems
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
+# What `inspect --report` writes into a run folder: a page of that run, never carried over to
+# the run that replaces it (it would show the old run's config and counts beside the new one).
+REPORT_PAGE = "report"
 MANIFEST = "run_manifest.json"
 STAGING = "staging"
 REPLACED = "replaced"
@@ -137,7 +140,7 @@ def _carry_over(old: str, target: str, tables: tuple[str, ...] = ()) -> None:
     from schemas.columns import TABLES
 
     tables = tables or TABLES
-    own = set(tables) | set(REPORT_FILES)
+    own = set(tables) | set(REPORT_FILES) | {REPORT_PAGE}
     for entry in os.listdir(old):
         if entry not in own and not os.path.exists(os.path.join(target, entry)):
             os.rename(os.path.join(old, entry), os.path.join(target, entry))

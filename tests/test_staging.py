@@ -41,3 +41,14 @@ def test_as_root_the_new_run_takes_the_old_folders_owner(tmp_path: Path) -> None
     os.chown(output, 65534, 65534)
     swap_in(str(_staged(output)), str(output))
     assert (output.stat().st_uid, output.stat().st_gid) == (65534, 65534)
+
+
+def test_the_old_runs_report_page_is_not_carried_over(tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    _run_folder(output, "old")
+    (output / "report").mkdir()
+    (output / "report" / "index.html").write_text("the old run's config")
+    (output / "NOTES.txt").write_text("a note beside the run")
+    swap_in(str(_staged(output)), str(output))
+    assert not (output / "report").exists()
+    assert (output / "NOTES.txt").read_text() == "a note beside the run"  # still carried over
