@@ -276,6 +276,13 @@ class ChunkCorpusOptions(PipelineOptions):
             "chunk_timeout; 0 disables it (default 60 s).",
         )
         g.add_argument(
+            "--context_timeout_s",
+            type=float,
+            default=60.0,
+            help="Time limit of one document's path headers, in seconds: the chunks of a slower "
+            "one go without a header (counted as context_timeouts); 0 disables it (default 60 s).",
+        )
+        g.add_argument(
             "--max_file_bytes",
             type=byte_size_flag("--max_file_bytes"),
             default=20_000_000,
@@ -430,6 +437,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         llm_price_in=o.llm_price_in,
         llm_price_out=o.llm_price_out,
         llm_cache_dir=o.llm_cache_dir,
+        timeout_s=o.context_timeout_s,
     )
     reserve = reserved_tokens(context)
     overlap = o.chunk_overlap
