@@ -146,7 +146,9 @@ def build_pipeline(
     with_context = chunked.by_document | "Add context" >> AddContext(config.context)
     counted = with_context | "Count chunk tokens" >> CountChunkTokens(config.budget)
     cached = _cached_vectors(p, config, previous, rebuild.other_rows)
-    embedded = counted | "Embed chunks" >> Embed(config.embedding, config.embeds, cached)
+    embedded = counted | "Embed chunks" >> Embed(
+        config.embedding, config.embeds, cached, count_duplicates=config.estimate
+    )
     if config.embedding_cache and embedded.new_vectors is not None:
         from transforms.embedding_cache import WriteCache
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from typing import Any
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.sizes import byte_size_flag
-from schemas.records import DOC_TYPES, stable_hash
+from schemas.records import DOC_TYPES
 from transforms.accounting import Pricing
 from transforms.boilerplate import BoilerplateConfig
 from transforms.budget import BudgetConfig
@@ -24,11 +23,14 @@ from transforms.chunking.tokens import (
     resolve_engine,
 )
 from transforms.context import ContextConfig, reserved_tokens
+from transforms.fingerprint import (
+    CONFIG_VERSION,
+    FINGERPRINT_KEYS,
+    config_fingerprint,
+)
 from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.read import ReadConfig, has_wildcard, literal_folder
-
-CONFIG_VERSION = 9  # bump when a code change alters output for the same flags
 
 
 class ChunkCorpusOptions(PipelineOptions):
@@ -274,6 +276,13 @@ class ChunkCorpusOptions(PipelineOptions):
             "chunk_timeout; 0 disables it (default 60 s).",
         )
         g.add_argument(
+            "--context_timeout_s",
+            type=float,
+            default=60.0,
+            help="Time limit of one document's path headers, in seconds: the chunks of a slower "
+            "one go without a header (counted as context_timeouts); 0 disables it (default 60 s).",
+        )
+        g.add_argument(
             "--max_file_bytes",
             type=byte_size_flag("--max_file_bytes"),
             default=20_000_000,
@@ -428,6 +437,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         llm_price_in=o.llm_price_in,
         llm_price_out=o.llm_price_out,
         llm_cache_dir=o.llm_cache_dir,
+        timeout_s=o.context_timeout_s,
     )
     reserve = reserved_tokens(context)
     overlap = o.chunk_overlap
@@ -475,7 +485,8 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         "embedding_dimension": embedding.dimension,
         "boilerplate": _boilerplate_settings(boilerplate),
     }
-    fingerprint = stable_hash(json.dumps(settings, sort_keys=True), length=16)
+    assert tuple(settings) == FINGERPRINT_KEYS, "the fingerprint's keys are FINGERPRINT_KEYS"
+    fingerprint = config_fingerprint(settings)
     token_engine = resolve_engine(o.token_engine, o.tokenizer)
     if token_engine == "bpe":
         token_engine = f"bpe (rs-bpe {bpe_version()})"

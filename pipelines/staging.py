@@ -18,10 +18,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 
 from apache_beam.io.filesystems import FileSystems
 
 REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
+# What `inspect --report` writes into a run folder: a page of that run, never carried over to
+# the run that replaces it (it would show the old run's config and counts beside the new one).
+REPORT_PAGE = "report"
 MANIFEST = "run_manifest.json"
 STAGING = "staging"
 REPLACED = "replaced"
@@ -136,7 +140,7 @@ def _carry_over(old: str, target: str, tables: tuple[str, ...] = ()) -> None:
     from schemas.columns import TABLES
 
     tables = tables or TABLES
-    own = set(tables) | set(REPORT_FILES)
+    own = set(tables) | set(REPORT_FILES) | {REPORT_PAGE}
     for entry in os.listdir(old):
         if entry not in own and not os.path.exists(os.path.join(target, entry)):
             os.rename(os.path.join(old, entry), os.path.join(target, entry))
@@ -170,12 +174,23 @@ def _swap_local(staging: str, target: str, tables: tuple[str, ...]) -> None:
     if not os.path.exists(target):
         os.rename(staging, target)
         return
+    take_mode_and_owner(staging, target)
     run_id = os.path.basename(staging).rsplit("-", 1)[-1]
     old = beside(target, REPLACED, run_id)
     os.rename(target, old)
     os.rename(staging, target)  # from here on --output is the new run
     _carry_over(old, target, tables)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def take_mode_and_owner(staging: str, target: str) -> None:
+    """Give the staged folder the permission bits of the folder it replaces, and its owner and
+    group when this runs as root: the swap replaces the folder itself, so a 0700 --output must
+    not come back 0755 (nor owned by whoever ran the job)."""
+    old = os.stat(target)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        os.chown(staging, old.st_uid, old.st_gid)
+    os.chmod(staging, stat.S_IMODE(old.st_mode))
 
 
 def _swap_remote(staging: str, target: str, tables: tuple[str, ...]) -> None:

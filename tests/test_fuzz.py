@@ -1,4 +1,6 @@
-"""Fuzzing: arbitrary Unicode into every chunker and arbitrary bytes into the extractor.
+"""Fuzzing: arbitrary Unicode into every chunker, arbitrary bytes into the extractor, and any
+file (bytes, text, markup, JSONL, gzip) through the whole read -> extract -> chunk path within
+a time budget.
 
 No exception escapes and every chunking guarantee holds: exact offsets, the hard token limit
 (a chunk's own encoding), no blank chunk, and all non-whitespace text kept. Sized for CI by
@@ -6,6 +8,8 @@ default; `make fuzz` runs many more examples (hypothesis's `fuzz` profile, tests
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from hypothesis import given
@@ -84,3 +88,98 @@ def test_html_extraction_of_any_markup_is_text_or_a_reason(html):
         assert e.reason
         return
     assert isinstance(result.text, str)
+
+
+# --- the read -> extract -> chunk path, whole (issue 22) ---------------------------------------
+
+# Every example must pass through reading, extraction and chunking within this many seconds (the
+# chunk stage's time limit is set to it too): a slow input is a finding, as a crash is.
+TIME_BUDGET_S = 20.0
+MAX_FILE_BYTES = 64 * 1024
+
+_NAMES = ["a.html", "b.md", "c.txt", "d.py", "e.js", "f.rst", "g", "h.c", "i.jsonl", "j.txt.gz"]
+_FILE_BYTES = st.one_of(
+    st.binary(max_size=3000),
+    TEXT.map(lambda t: t.encode("utf-8")),
+    TEXT.map(lambda t: f"<html><body><main>{t}</main></body></html>".encode("utf-8", "replace")),
+    st.lists(
+        st.one_of(
+            st.fixed_dictionaries({"id": st.text(max_size=8), "text": TEXT}),
+            st.dictionaries(st.sampled_from(["id", "text", "title", "doc_type"]), TEXT),
+        ).map(json.dumps)
+        | TEXT,
+        max_size=5,
+    ).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
+)
+_chunkers: dict[int, object] = {}
+
+
+def _document_chunker(size: int):
+    from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+
+    if size not in _chunkers:
+        _chunkers[size] = DocumentChunker(
+            ChunkingConfig(chunk_size=size, chunk_overlap=size // 8, timeout_s=TIME_BUDGET_S)
+        )
+    return _chunkers[size]
+
+
+def _read(path: str, root: str) -> list:
+    """What the read stage makes of one file: RawDocuments and Rejects (tags dropped)."""
+    import os
+
+    from apache_beam.io import fileio
+    from apache_beam.io.filesystem import FileMetadata
+
+    from transforms.read import _ReadFileFn
+
+    fn = _ReadFileFn(MAX_FILE_BYTES, root)
+    readable = fileio.ReadableFile(FileMetadata(path, os.path.getsize(path)))
+    return [getattr(out, "value", out) for out in fn.process(readable)]
+
+
+@given(data=_FILE_BYTES, name=st.sampled_from(_NAMES), size=st.sampled_from([48, 192]))
+def test_any_file_is_read_extracted_and_chunked_or_rejected_with_a_reason(data, name, size):
+    import gzip
+    import os
+    import tempfile
+    import time
+
+    from schemas.records import Reject
+    from transforms.chunking.split import ChunkTimeout, time_limit
+    from transforms.chunking.tokens import TokenizerFailed
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, name)
+        with open(path, "wb") as f:
+            f.write(gzip.compress(data) if name.endswith(".gz") else data)
+        outcomes = _read(path, root)
+    assert outcomes or name.endswith(".jsonl"), "a file neither read nor rejected"
+    chunker = _document_chunker(size)
+    for raw in outcomes:
+        if isinstance(raw, Reject):
+            assert raw.reason and raw.stage == "read"
+            continue
+        try:
+            doc = extract_document(raw, _html_to_markdown)
+        except ExtractError as e:
+            assert e.reason  # a reject with its reason, never another exception
+            continue
+        doc.text.encode("utf-8")  # what Beam's coder does with it
+        try:
+            with time_limit(TIME_BUDGET_S):
+                chunks, tokens = chunker.chunk_document_counted(doc)
+        except (ChunkTimeout, TokenizerFailed) as e:
+            raise AssertionError(f"{type(e).__name__} on a {len(doc.text)}-character file") from e
+        assert tokens >= 0
+        check_chunks(
+            doc.text, [_span(c) for c in chunks if not c.is_parent], chunker.tokenizer, size
+        )
+    assert time.monotonic() - started < TIME_BUDGET_S
+
+
+def _span(chunk):
+    from transforms.chunking.base import ChunkSpan
+
+    return ChunkSpan(chunk.start_char, chunk.end_char, chunk.token_count)

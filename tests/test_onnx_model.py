@@ -353,3 +353,115 @@ def test_a_recorded_model_id_names_model_backend_and_hash() -> None:
     assert parse_model_id(recorded) == ("default", ONNX_INT8, "76397f74")
     assert parse_model_id("default") == ("default", "torch", None)
     assert parse_model_id("/models/mini") == ("/models/mini", "torch", None)
+
+
+# --- the cache holds data, not trust (issue 22 N4) ---------------------------------------------
+
+
+def _entry(built: onnx_model.OnnxModel) -> Path:
+    return Path(built.path).parent
+
+
+@pytest.mark.parametrize("which", ["root", "onnx", "entry", "model", "info"])
+def test_a_cache_writable_by_others_is_refused(small_model, tmp_path, fake_export, which) -> None:
+    cache = tmp_path / "cache"
+    built = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+    entry = _entry(built)
+    target = {
+        "root": cache,
+        "onnx": cache / "onnx",
+        "entry": entry,
+        "model": entry / "model.onnx",
+        "info": entry / "info.json",
+    }[which]
+    os.chmod(target, 0o777 if target.is_dir() else 0o666)
+    with pytest.raises(RuntimeError, match="writable by others"):
+        ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+    os.chmod(target, 0o775 if target.is_dir() else 0o664)  # the group alone is refused too
+    with pytest.raises(RuntimeError, match="writable by others"):
+        ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+def test_a_cache_entry_owned_by_another_user_is_refused(small_model, tmp_path, fake_export):
+    """The reproduction: a folder owned by `nobody` (mode 0777 aside) held the model loaded."""
+    cache = tmp_path / "cache"
+    entry = _entry(ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache)))
+    os.chown(entry, 65534, 65534)
+    with pytest.raises(RuntimeError, match="owned by another user"):
+        ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+
+
+def test_the_cache_is_built_private_whatever_the_umask(small_model, tmp_path, fake_export):
+    old = os.umask(0o002)
+    try:
+        built = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(tmp_path / "cache"))
+        again = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(tmp_path / "cache"))
+    finally:
+        os.umask(old)
+    assert again == built
+    for path in (tmp_path / "cache", _entry(built), Path(built.path), _entry(built) / "info.json"):
+        assert not path.stat().st_mode & 0o022, path
+
+
+def test_a_model_file_that_links_elsewhere_is_refused(small_model, tmp_path, fake_export):
+    """A shared cache's entry pointing at another checkout's file (its hash written into
+    info.json to match) is not followed."""
+    cache = tmp_path / "cache"
+    entry = _entry(ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache)))
+    other = tmp_path / "other-checkout" / "model.onnx"
+    other.parent.mkdir()
+    other.write_text("a model that returns [1, 0, 0, ...]")
+    (entry / "model.onnx").unlink()
+    (entry / "model.onnx").symlink_to(other)
+    info = json.loads((entry / "info.json").read_text())
+    info["sha256"] = onnx_model.file_sha256(str(other))
+    (entry / "info.json").write_text(json.dumps(info))
+    with pytest.raises(RuntimeError, match="is a symlink"):
+        ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+
+
+def test_a_path_in_info_json_is_never_followed(small_model, tmp_path, fake_export) -> None:
+    cache = tmp_path / "cache"
+    built = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+    info_path = _entry(built) / "info.json"
+    info = json.loads(info_path.read_text())
+    other = tmp_path / "other-checkout" / "model.onnx"
+    other.parent.mkdir()
+    other.write_text("another checkout's model")
+    info.update(source=str(other.parent), path=str(other), model=str(other))
+    info_path.write_text(json.dumps(info))
+    again = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+    assert again.path == built.path and again.sha256 == built.sha256
+
+
+def test_an_entry_built_from_another_model_or_settings_is_refused(
+    small_model, tmp_path, fake_export
+) -> None:
+    """A planted model whose info.json hash matches it, but that records another source, other
+    settings or other library versions than the inputs of the entry's key."""
+    cache = tmp_path / "cache"
+    built = ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+    info_path = _entry(built) / "info.json"
+    Path(built.path).write_text("constant vector model")
+    good = json.loads(info_path.read_text())
+    for key, value in [
+        ("source_sha256", "0" * 64),
+        ("settings", {**good["settings"], "per_channel": False}),
+        ("versions", {**good["versions"], "torch": "0.0"}),
+    ]:
+        info_path.write_text(
+            json.dumps({**good, key: value, "sha256": onnx_model.file_sha256(built.path)})
+        )
+        with pytest.raises(RuntimeError, match=f"another {key}"):
+            ensure_onnx_model(str(small_model), "m", ONNX_INT8, str(cache))
+
+
+def test_the_session_is_made_from_the_bytes_that_were_checked(tmp_path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"checked bytes")
+    digest = onnx_model.file_sha256(str(path))
+    assert onnx_model._read_checked(str(path), digest) == b"checked bytes"
+    path.write_bytes(b"swapped after the check")
+    with pytest.raises(RuntimeError, match="changed since it was checked"):
+        onnx_model._read_checked(str(path), digest)

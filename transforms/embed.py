@@ -136,7 +136,11 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
                 path, self.model_path, self.backend, self.cache_dir, self.onnx_sha256
             )
             model = OnnxSentenceEncoder(
-                path, onnx.path, self.device, one_text_a_pass=self.backend == ONNX_INT8
+                path,
+                onnx.path,
+                self.device,
+                one_text_a_pass=self.backend == ONNX_INT8,
+                sha256=onnx.sha256,
             )
         actual = model.get_embedding_dimension()
         if actual != self.dimension:

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from transforms.models import EmbeddingConfig, EmbedResult
+from schemas.records import Chunk
+from transforms.accounting import ChunkDeduplicated
+from transforms.models import EmbeddingConfig, EmbedResult, text_key
+
+
+def _duplicates(item: tuple[str, list[Chunk]]) -> list[ChunkDeduplicated]:
+    """One event for each chunk of a text but the one the run embeds (transforms.embed's
+    `_one_per_text` keeps the first by id; the others' tokens are the same)."""
+    _, chunks = item
+    ordered = sorted(chunks, key=lambda c: c.chunk_id)
+    return [ChunkDeduplicated(c.embed_tokens) for c in ordered[1:]]
 
 
 class Embed(beam.PTransform):
@@ -17,16 +27,32 @@ class Embed(beam.PTransform):
     again."""
 
     def __init__(
-        self, config: EmbeddingConfig, enabled: bool, cached: beam.PCollection | None = None
+        self,
+        config: EmbeddingConfig,
+        enabled: bool,
+        cached: beam.PCollection | None = None,
+        count_duplicates: bool = False,
     ) -> None:
+        """`count_duplicates` (--estimate with a model): nothing is embedded, but the chunks
+        whose embedded text another chunk has are counted as the run counts them (one
+        `ChunkDeduplicated` each), so the estimate's model-read tokens are the run's."""
         super().__init__()
         self.config = config
         self.enabled = enabled and config.path is not None
         self.cached = cached  # (text key, CachedVector): transforms/embedding_cache.py
+        self.count_duplicates = count_duplicates and config.path is not None
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
         if not self.enabled:
-            return EmbedResult(chunks, None)
+            if not self.count_duplicates:
+                return EmbedResult(chunks, None)
+            events = (
+                chunks
+                | "Key by embedded text" >> beam.Map(lambda c: (text_key(c.embed_text()), c))
+                | "Group identical texts" >> beam.GroupByKey()
+                | "Count duplicates" >> beam.FlatMap(_duplicates)
+            )
+            return EmbedResult(chunks, None, events)
         # Imported here: RunInference brings Beam's ML stack and torch (seconds), which a
         # worker should load only when the job embeds.
         from transforms.embed import EmbedChunks, SentenceTransformerHandler

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -176,7 +177,9 @@ def load_encoder(recorded: str, device: str = "auto") -> Any:
             f"the run's vectors come from {recorded}, but the {backend} file here has sha256 "
             f"{onnx.sha256[:16]}: texts would be embedded by another model"
         )
-    return OnnxSentenceEncoder(path, onnx.path, device, one_text_a_pass=backend == ONNX_INT8)
+    return OnnxSentenceEncoder(
+        path, onnx.path, device, one_text_a_pass=backend == ONNX_INT8, sha256=onnx.sha256
+    )
 
 
 def _cache_key(model_path: str, settings: OnnxSettings) -> str:
@@ -286,32 +289,47 @@ def ensure_onnx_model(
 ) -> OnnxModel:
     """The ONNX file of `backend` for the model folder, built into the cache when missing.
 
-    `expected_sha256` (the launcher's build, on a worker): a cached or rebuilt file with
+    The cache holds data, not trust: the folders and files of the entry must be this user's
+    (or root's) and writable by no one else, none of them a symlink; the entry's info.json
+    must record this source model, these settings and these library versions (the inputs of
+    its key); and the file's sha256 must be the one recorded there. The file is always the
+    entry's own model.onnx: no path read from info.json is followed. `expected_sha256` (the
+    launcher's build, on a worker, or the hash a run recorded): a cached or rebuilt file with
     another hash raises, since its vectors would differ from the ones the run recorded.
     """
     _require_onnxruntime()
     settings = OnnxSettings(backend)
     root = cache_root(cache_dir)
-    final = os.path.join(root, "onnx", f"{settings.backend}-{_cache_key(model_path, settings)}")
+    onnx_dir = os.path.join(root, "onnx")
+    os.makedirs(root, mode=0o755, exist_ok=True)  # 0755 whatever the umask (a 002 one too)
+    source_sha256 = source_hash(model_path)
+    final = os.path.join(onnx_dir, f"{settings.backend}-{_cache_key(model_path, settings)}")
     info_path = os.path.join(final, "info.json")
-    if not os.path.exists(info_path):
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+    os.makedirs(onnx_dir, mode=0o755, exist_ok=True)
+    for folder in (root, onnx_dir):
+        _check_private(folder, follow=folder == root)
+    if not os.path.lexists(final):
         # Built beside its final place and renamed in one step: a second worker building at
         # the same time loses the rename and uses the winner's folder.
-        tmp = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(final))
+        tmp = tempfile.mkdtemp(prefix=".build-", dir=onnx_dir)
         try:
             _LOG.warning("building the %s model for %s in %s", backend, model_path, final)
             _build(model_path, settings, tmp)
-            sha = file_sha256(os.path.join(tmp, "model.onnx"))
+            built = os.path.join(tmp, "model.onnx")
+            os.chmod(built, 0o644)
             info = {
-                "source": model_path,
-                "source_sha256": source_hash(model_path),
+                "source": model_path,  # where it was built from: shown, never read back
+                "source_sha256": source_sha256,
                 "settings": asdict(settings),
                 "versions": _versions(),
-                "sha256": sha,
+                "sha256": file_sha256(built),
             }
-            with open(os.path.join(tmp, "info.json"), "w") as f:
+            fd = os.open(
+                os.path.join(tmp, "info.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+            )
+            with os.fdopen(fd, "w") as f:
                 json.dump(info, f, indent=2, sort_keys=True)
+            os.chmod(tmp, 0o755)
             try:
                 os.rename(tmp, final)
             except OSError:
@@ -319,14 +337,28 @@ def ensure_onnx_model(
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    with open(info_path) as f:
-        recorded = json.load(f)["sha256"]
+    _check_private(final, follow=False)
     path = os.path.join(final, "model.onnx")
+    for name in (info_path, path):
+        _check_private(name, follow=False)
+    recorded = _read_info(info_path)
+    wanted = {
+        "source_sha256": source_sha256,
+        "settings": asdict(settings),
+        "versions": _versions(),
+    }
+    for key, value in wanted.items():
+        if _jsonable(recorded.get(key)) != _jsonable(value):
+            raise RuntimeError(
+                f"the cached ONNX model in {final} records another {key} than this run's "
+                f"model and settings: it was not built from {model_path}; delete {final} to "
+                "rebuild it"
+            )
     sha = file_sha256(path)
-    if sha != recorded:
+    if sha != recorded.get("sha256"):
         raise RuntimeError(
             f"the cached ONNX model {path} is damaged (sha256 {sha[:16]}, built as "
-            f"{recorded[:16]}); delete {final} to rebuild it"
+            f"{str(recorded.get('sha256'))[:16]}); delete {final} to rebuild it"
         )
     if expected_sha256 is not None and sha != expected_sha256:
         raise RuntimeError(
@@ -335,6 +367,50 @@ def ensure_onnx_model(
             f"cache (--embedding_cache_dir on a shared file system, or the worker image)"
         )
     return OnnxModel(path=path, sha256=sha, model_id=model_id(model_name, settings, sha))
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` as it reads back from JSON (tuples become lists), for comparing with info.json."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def _check_private(path: str, follow: bool) -> None:
+    """Refuse a cache folder or file that someone else could have written: one owned by
+    another user (root aside), writable by its group or by everyone, or (unless `follow`, for
+    the cache root the user named) a symlink."""
+    info = os.stat(path) if follow else os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise RuntimeError(
+            f"the ONNX model cache's {path} is a symlink: refused (a cache entry holds its own "
+            f"files); delete it to rebuild"
+        )
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if uid is not None and info.st_uid not in (uid, 0):
+        raise RuntimeError(
+            f"the ONNX model cache's {path} is owned by another user (uid {info.st_uid}): "
+            "refused, as its model could be anyone's; use a cache folder of your own "
+            f"(--embedding_cache_dir or ${CACHE_ENV})"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RuntimeError(
+            f"the ONNX model cache's {path} is writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}): refused, as its model could be anyone's; "
+            f"`chmod go-w` it or use a cache folder of your own (--embedding_cache_dir or "
+            f"${CACHE_ENV})"
+        )
+
+
+def _read_info(info_path: str) -> dict[str, Any]:
+    """The entry's info.json (read without following a symlink), a JSON object."""
+    fd = os.open(info_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, encoding="utf-8") as f:
+        try:
+            info = json.load(f)
+        except ValueError as e:
+            raise RuntimeError(f"the cached ONNX model's {info_path} is not JSON: {e}") from e
+    if not isinstance(info, dict):
+        raise RuntimeError(f"the cached ONNX model's {info_path} is not a JSON object")
+    return info
 
 
 def providers_for(device: str) -> list[str]:
@@ -352,6 +428,20 @@ def providers_for(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+def _read_checked(path: str, sha256: str) -> bytes:
+    """The bytes of `path` (not through a symlink), which must hash to `sha256`."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise RuntimeError(
+            f"the ONNX model {path} changed since it was checked (sha256 {actual[:16]}, "
+            f"expected {sha256[:16]}): refused"
+        )
+    return data
+
+
 class OnnxSentenceEncoder:
     """A sentence-transformers model run by ONNX Runtime: same tokenizer, same call shape.
 
@@ -360,12 +450,19 @@ class OnnxSentenceEncoder:
     """
 
     def __init__(
-        self, model_path: str, onnx_path: str, device: str = "auto", one_text_a_pass: bool = False
+        self,
+        model_path: str,
+        onnx_path: str,
+        device: str = "auto",
+        one_text_a_pass: bool = False,
+        sha256: str | None = None,
     ) -> None:
         """`one_text_a_pass`: every text is its own forward pass (dynamic int8 scales a pass by
         its own range, so only then is a text's vector a function of the text alone); the
         passes then run side by side on single-threaded runs, one per core, which is faster
-        on a CPU than one multi-threaded run of a tiny pass."""
+        on a CPU than one multi-threaded run of a tiny pass. `sha256`: the file's bytes are
+        read once, checked to have that hash, and the session made from those very bytes (no
+        file swapped in between the check and the load)."""
         import onnxruntime
         from transformers import AutoTokenizer
 
@@ -387,8 +484,11 @@ class OnnxSentenceEncoder:
         elif threads and threads.isdigit():
             options.intra_op_num_threads = int(threads)
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        model: str | bytes = onnx_path
+        if sha256 is not None:
+            model = _read_checked(onnx_path, sha256)
         self.session = onnxruntime.InferenceSession(
-            onnx_path, sess_options=options, providers=providers_for(device)
+            model, sess_options=options, providers=providers_for(device)
         )
         self.on_gpu = self.session.get_providers()[0] == "CUDAExecutionProvider"
         self.input_names = [i.name for i in self.session.get_inputs()]

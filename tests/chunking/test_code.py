@@ -623,3 +623,41 @@ def test_a_code_point_that_crashes_a_grammar_scanner_is_parsed_safely():
         [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def _refuse_to_parse(self: CodeChunker, language: str) -> None:
+    raise AssertionError(
+        f"tree-sitter was asked to parse a source over MAX_PARSE_BYTES ({language})"
+    )
+
+
+def test_a_source_over_the_parse_limit_is_cut_by_lines_without_tree_sitter(
+    cl100k: TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 N6: tree-sitter's parse cannot be interrupted and grows with the file (1 MB of
+    "(" took 16 s and 483 MB, a 19 MB .py 5 GB): over MAX_PARSE_BYTES, no parse at all."""
+    from transforms.chunking import code
+
+    unit = "def f():\n    return (1)\n\n"
+    source = unit * (code.MAX_PARSE_BYTES // len(unit) + 1)
+    monkeypatch.setattr(CodeChunker, "_parser", _refuse_to_parse)
+    chunks = CodeChunker(cl100k, 256).chunk(source, "python")
+    check_spans(source, chunks, cl100k, 256)
+    assert all(c.section_path == () for c in chunks)
+
+
+def test_the_parse_limit_is_in_bytes_and_a_source_at_it_is_parsed(
+    cl100k: TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transforms.chunking import code
+
+    unit = "def greet_ünï():\n    return 'hello'\n\n"
+    source = unit * 40
+    monkeypatch.setattr(code, "MAX_PARSE_BYTES", len(source.encode("utf-8")))
+    parsed = CodeChunker(cl100k, 20).chunk(source, "python")
+    assert {p for c in parsed for p in c.section_path} == {"greet_ünï"}
+    # One character more, in characters or only in bytes, and the source is cut by lines.
+    monkeypatch.setattr(code, "MAX_PARSE_BYTES", len(source.encode("utf-8")) - 1)
+    by_lines = CodeChunker(cl100k, 20).chunk(source, "python")
+    check_spans(source, by_lines, cl100k, 20)
+    assert all(c.section_path == () for c in by_lines)

@@ -378,6 +378,7 @@ def longest_prefix(
         # `cut` is dropped here: only offsets are kept, so a long text costs no more than itself
     lo, hi, best = 0, len(cuts) - 1, None
     while lo <= hi:
+        check_deadline()
         mid = (lo + hi) // 2
         candidate = clean(text[: cuts[mid]])
         if accept(candidate):

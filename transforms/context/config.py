@@ -42,6 +42,10 @@ class ContextConfig:
     llm_backoff_max_s: float = 60.0  # cap of one wait, Retry-After included
     llm_seed: int | None = None  # seeds the backoff jitter (tests); None: random
     prompt_version: str = PROMPT_VERSION
+    # The time limit of one document's path headers (0: none). The chunks of a document over
+    # it keep their text and go without a header (counted in context_timeouts); it changes no
+    # chunk boundary, so it is not in the config fingerprint, as --chunk_timeout_s is not.
+    timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -58,6 +62,10 @@ class ContextConfig:
             raise ValueError(
                 f"--chunk_size={self.chunk_size} leaves fewer than {MIN_CHUNK_SIZE} tokens for "
                 f"the chunk once {reserved_tokens(self)} are reserved for the {self.mode} header"
+            )
+        if self.timeout_s < 0:
+            raise ValueError(
+                f"--context_timeout_s must be >= 0 (0: no limit), got {self.timeout_s}"
             )
         if self.llm_timeout_s <= 0:
             raise ValueError(f"--llm_timeout_s must be positive, got {self.llm_timeout_s}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -14,6 +15,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.records import Chunk, content_hash
+from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.chunking.tokens import Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE
 from transforms.context.config import ContextConfig
@@ -30,6 +32,7 @@ class _Counters:
 
         self.context_headers = c("context_headers")
         self.context_skipped = c("context_skipped")
+        self.context_timeouts = c("context_timeouts")
         self.header_tokens = c("header_tokens")
         self.llm_requests = c("llm_requests")
         self.llm_retries = c("llm_retries")
@@ -74,6 +77,46 @@ def _path_context(
     )
 
 
+def path_contexts(
+    chunks: Iterable[Chunk],
+    config: ContextConfig,
+    tokenizer: Tokenizer,
+    counters: _Counters,
+    source: str = "path",
+) -> Iterator[Chunk]:
+    """The path header of each chunk of one document, within the document's time limit
+    (`config.timeout_s`): once it has passed, the document's remaining chunks go without a
+    header (context None), counted in context_timeouts, so one pathological document cannot
+    stall its worker."""
+    limit = config.timeout_s
+    deadline = time.monotonic() + limit if limit > 0 else None
+    timed_out = 0
+    for chunk in chunks:
+        if deadline is None:
+            yield _path_context(chunk, config, tokenizer, counters, source)
+            continue
+        left = deadline - time.monotonic()
+        if not timed_out and left > 0:
+            try:
+                with time_limit(left):  # checked inside the fitting of a header too
+                    with_header = _path_context(chunk, config, tokenizer, counters, source)
+            except ChunkTimeout:
+                pass
+            else:
+                yield with_header  # outside the limit's block: the consumer's time is its own
+                continue
+        timed_out += 1
+        counters.context_timeouts.inc()
+        yield dataclasses.replace(chunk, context=None, context_source=None)
+    if timed_out:
+        _LOG.warning(
+            "path headers of %s took over --context_timeout_s=%g s: %d chunks go without one",
+            chunk.source,
+            limit,
+            timed_out,
+        )
+
+
 def _unpack_chunks(element: tuple[str, list[Chunk]]) -> list[Chunk]:
     return list(element[1])
 
@@ -87,8 +130,7 @@ class _PathContextFn(beam.DoFn):
         self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
 
     def process(self, element: tuple[str, list[Chunk]]) -> Iterator[Chunk]:
-        for chunk in element[1]:
-            yield _path_context(chunk, self._config, self._tokenizer, self._counters, "path")
+        yield from path_contexts(element[1], self._config, self._tokenizer, self._counters)
 
 
 class _LLMContextFn(beam.DoFn):
