@@ -36,8 +36,9 @@ already have a container are left untouched, so trafilatura's choice stands ther
 Sphinx/docutils permalink anchors (``<a class="headerlink">¶</a>``) are removed first, so
 headings and the title read "textwrap — Text wrapping and filling", not "...filling¶".
 
-trafilatura's Markdown then goes through `transforms.trafilatura_markdown.fences_alone`: a
-code block in a list item or a definition starts on a line of its own.
+trafilatura's Markdown then goes through `transforms.trafilatura_markdown`: a code block in a
+list item or a definition starts on a line of its own (`fences_alone`), and the text loses the
+backslash escapes trafilatura added to it (`without_escapes`: ``<name>``, not ``\\<name>``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import trafilatura
 from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
-from transforms.trafilatura_markdown import fences_alone
+from transforms.trafilatura_markdown import fences_alone, without_escapes
 
 try:  # the very expressions trafilatura uses to find a content container
     from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
@@ -116,7 +117,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     title = page_title(tree, meta.title)
-    text = fences_alone(definition_terms_inline(text or ""))
+    text = without_escapes(fences_alone(definition_terms_inline(text or "")))
     return HtmlExtraction(
         text=title_heading_above_sections(text.strip(), title),
         title=title,

@@ -1,23 +1,52 @@
-"""trafilatura's Markdown as text to chunk: every fence on a line of its own.
+"""trafilatura's Markdown as text to chunk and embed: its escapes dropped, its fences alone.
 
-trafilatura 2.3.1 (xml.py) glues a code block to the text before it when the ``<pre>`` sits in
-a list item or a definition (``Example usage: `````, ``- `````): CommonMark opens no fence
-there, the code is read as paragraph text, and its closing fence opens a code block that
-swallows what follows. `fences_alone` puts every such fence on a line of its own.
+trafilatura 2.3.1 (xml.py) writes Markdown to be *rendered*: it backslash-escapes every ``*``,
+``_``, `````, ``~``, ``[``, ``]`` and ``<`` of the page's prose (``_escape_inline_specials``,
+doubling any backslashes already in front of one), so git's ``branch.<name>.description``
+became ``branch.\\<name>.description`` and ``__init__`` became ``\\_\\_init\\_\\_`` in the
+text that is embedded and searched. And it glues a code block to the text before it when
+the ``<pre>`` sits in a list item or a definition (``Example usage: `````, ``- `````):
+CommonMark opens no fence there, and the code is read as paragraph text.
+
+`fences_alone` puts every opening fence that trafilatura glued to text on a line of its own;
+`without_escapes` then undoes the inline escapes outside code, keeping only those whose loss
+would change the structure the chunker reads:
+
+* fenced code blocks and inline code spans stay verbatim (their backslashes are the page's
+  own). Every ``<pre>`` is fenced (transforms/html.py), so an indented code block in
+  trafilatura's output is prose that kept its source indentation (DocBook's notes): its
+  escapes go too;
+* an escape at the start of a line's content (after its indentation and list or quote
+  markers) stays when the unescaped line would start another block than it does (``*
+  item``, `````````, ``<pre>``...);
+* in a heading, an escape stays when dropping it changes the heading's plain text, which is
+  its section path (``\\_\\_gt\\_\\_`` would read as strong emphasis, ``\\<name>`` as an
+  HTML tag);
+* the escapes trafilatura adds before a line's first ``#``, ``>``, ``-``, ``+`` or ``1.``
+  (``_escape_block_start``) and ``\\|`` in a table row are Markdown syntax, not escapes of
+  text: they are not touched.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["fences_alone"]
+__all__ = ["fences_alone", "without_escapes"]
 
+# the characters trafilatura escapes anywhere in prose (xml.py: _INLINE_SPECIAL_CHARS)
+_INLINE_SPECIALS = frozenset("*_`~[]<")
 # a line's indentation and list or block quote markers: what precedes its content
 _CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,})[ \t]*$")  # what trafilatura writes, and a closing fence
 _OPENING_FENCE = re.compile(r"[ \t]*(`{3,})[^`]*$")  # with an info string, if any
 # an opening fence glued to the text before it: trafilatura writes "```" and a newline
 _GLUED_OPENING = re.compile(r"^(.*?\S)[ \t]*(`{3,})$")
+
+
+def _parse(text: str) -> list:
+    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
+
+    return _parser().parse(text)
 
 
 def _closing_run(line: str, start: int, length: int) -> int:
@@ -110,3 +139,192 @@ def fences_alone(markdown: str) -> str:
         else:
             out.extend((before, fence))
     return "\n".join(out)
+
+
+def _unescaped(line: str, start: int, keep: set[int] | None = None) -> tuple[str, list[int]]:
+    """`line` with trafilatura's inline escapes from `start` on undone, code spans verbatim.
+
+    A run of 2k+1 backslashes before an inline special is trafilatura's escape of k backslashes
+    of the page and the character; it becomes those k and the character. Escapes whose run
+    starts at an offset in `keep` stay. Also returns the offsets of the runs undone.
+    """
+    out = [line[:start]]
+    undone: list[int] = []
+    i, n = start, len(line)
+    while i < n:
+        ch = line[i]
+        if ch == "\\":
+            j = i
+            while j < n and line[j] == "\\":
+                j += 1
+            run = j - i
+            if j < n and line[j] in _INLINE_SPECIALS and run % 2 and i not in (keep or ()):
+                out.append("\\" * (run // 2) + line[j])
+                undone.append(i)
+                i = j + 1
+            elif run % 2:  # the run and the character it escapes, as they are
+                out.append(line[i : j + 1])
+                i = j + 1
+            else:  # backslashes of the page: what follows is read on its own
+                out.append(line[i:j])
+                i = j
+            continue
+        if ch == "`":
+            j = i
+            while j < n and line[j] == "`":
+                j += 1
+            end = _closing_run(line, j, j - i)
+            if end > 0:  # an inline code span: verbatim
+                out.append(line[i:end])
+                i = end
+            else:
+                out.append(line[i:j])
+                i = j
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), undone
+
+
+# HTML blocks that run to an end marker (types 1 to 5) or may interrupt a paragraph (type 6)
+_HTML_BLOCK_START = re.compile(
+    r"<(?:(?:script|pre|style|textarea)(?:\s|>|$)|!--|\?|![A-Za-z]|!\[CDATA\[)"
+    r"|</?(?:address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd"
+    r"|details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset"
+    r"|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol"
+    r"|optgroup|option|p|param|section|source|summary|table|tbody|td|tfoot|th|thead|title|tr"
+    r"|track|ul)(?:\s|/?>|$)",
+    re.IGNORECASE,
+)
+
+
+def _block_start(content: str, alone: bool) -> str:
+    """The kind of block `content`, read as a line of its own, starts ("paragraph_open"...).
+
+    A line that is one HTML tag (``<commit>``, CommonMark's HTML block of type 7) counts as a
+    paragraph when it is `alone` (its block ends with it): such a block cannot interrupt a
+    paragraph and ends at a blank line, as one does, but unlike one it runs on over a fence,
+    a heading or a list item.
+    """
+    tokens = _parse(content)
+    if not tokens:
+        return "reference"  # a link reference definition: no block at all
+    kind = tokens[0].type
+    if kind == "html_block" and alone and _HTML_BLOCK_START.match(content) is None:
+        return "paragraph_open"
+    return kind
+
+
+_LABEL_START = re.compile(r"\[(?:[^\]]*$|[^\]]*\]:)")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def _prose_line(line: str, next_line: str) -> str:
+    """A line of prose without its escapes, but for those that keep it the block it starts.
+
+    Only the first character of a line's content (after its indentation and container
+    markers) decides the block it starts, and only one of trafilatura's specials there can
+    make that another (``* item``, ````` ``` `````, ``<div>``, ``[a]: b``...): then the
+    escapes are kept from the left, one by one, until the line starts what it started before.
+    An escaped ``[`` there stays when it could start a link reference definition over lines
+    (a label left open, or ``[label]:``).
+    """
+    start = _CONTAINER_MARKERS.match(line).end()
+    text, undone = _unescaped(line, start)
+    if not undone or text[start : start + 1] not in _INLINE_SPECIALS:
+        return text
+    if undone[0] == start and _LABEL_START.match(text, start):
+        return _unescaped(line, start, keep={start})[0]
+    # the block ends with the line: a blank line follows, or the line is a list item and the
+    # next one a new item of its list or of one around it
+    alone = not next_line.strip() or (
+        _LIST_ITEM.match(line) is not None
+        and _LIST_ITEM.match(next_line) is not None
+        and len(next_line) - len(next_line.lstrip()) < start
+    )
+    before = _block_start(line[start:], alone)
+    keep: set[int] = set()
+    for offset in undone:
+        if _block_start(text[start:], alone) == before:
+            return text
+        keep.add(offset)
+        text, _ = _unescaped(line, start, keep=keep)
+    return text
+
+
+_HEADING_MARK = re.compile(_CONTAINER_MARKERS.pattern + r"#{1,6}(?:[ \t]+|$)")
+_AUTOLINK = re.compile(r"<[^<>\s]*[:@][^<>\s]*>")
+
+
+def _tag_escapes(line: str, undone: list[int]) -> set[int]:
+    """The escapes of ``<`` in `undone` that start an HTML tag or an autolink as unescaped."""
+    from markdown_it.common.html_re import HTML_TAG_RE  # as markdown-it reads inline HTML
+
+    out = set()
+    for offset in undone:
+        at = offset + len(line[offset:]) - len(line[offset:].lstrip("\\"))
+        if line[at] == "<" and (HTML_TAG_RE.match(line, at) or _AUTOLINK.match(line, at)):
+            out.add(offset)
+    return out
+
+
+def _heading_line(line: str) -> str:
+    """A heading without the escapes whose loss leaves its plain text (its section path) as is.
+
+    An unescaped ``\\<T>`` would be an HTML tag, ``\\_\\_gt\\_\\_`` strong emphasis: both
+    drop out of the heading's text. Tried first: all escapes go but those of a ``<`` that
+    starts a tag. When that changes the text, the escapes go by character (every ``_``, then
+    every ``*``...), each kind only if the text stays the same without it.
+    """
+    from transforms.chunking.markdown import _heading_text  # as the chunker reads a heading
+
+    m = _HEADING_MARK.match(line)
+    if m is None:
+        return line
+    start = m.end()
+    text, undone = _unescaped(line, start)
+    if not undone:
+        return text
+    original = _heading_text(line[start:], {})
+    tags = _tag_escapes(line, undone)
+    text, _ = _unescaped(line, start, keep=tags)
+    if _heading_text(text[start:], {}) == original:
+        return text
+    keep = set(undone)
+    by_char: dict[str, set[int]] = {}
+    for offset in undone:
+        char = line[offset + len(line[offset:]) - len(line[offset:].lstrip("\\"))]
+        by_char.setdefault("[" if char == "]" else char, set()).add(offset)
+    for group in by_char.values():
+        candidate, _ = _unescaped(line, start, keep=keep - (group - tags))
+        if _heading_text(candidate[start:], {}) == original:
+            keep -= group - tags
+    return _unescaped(line, start, keep=keep)[0]
+
+
+def without_escapes(markdown: str) -> str:
+    """trafilatura's Markdown without the backslash escapes it added to the page's text.
+
+    Code (fenced blocks, inline spans) is left verbatim; an escape stays where its loss would
+    change the blocks or the section paths the chunker reads (see the module's docstring).
+    """
+    if "\\" not in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    code: set[int] = set()
+    heading: set[int] = set()
+    for tok in _parse(markdown):
+        if tok.map is None:
+            continue
+        if tok.type == "fence":
+            code.update(range(*tok.map))
+        elif tok.type == "heading_open":
+            heading.update(range(*tok.map))
+    for i, line in enumerate(lines):
+        if i in code or "\\" not in line:
+            continue
+        if i in heading:
+            lines[i] = _heading_line(line)
+        else:
+            lines[i] = _prose_line(line, lines[i + 1] if i + 1 < len(lines) else "")
+    return "\n".join(lines)
