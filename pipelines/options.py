@@ -28,7 +28,7 @@ from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.read import ReadConfig, has_wildcard, literal_folder
 
-CONFIG_VERSION = 9  # bump when a code change alters output for the same flags
+CONFIG_VERSION = 10  # bump when a code change alters output for the same flags
 
 
 class ChunkCorpusOptions(PipelineOptions):
