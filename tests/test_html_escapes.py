@@ -83,6 +83,7 @@ def test_without_escapes_keeps_those_that_keep_the_structure():
     assert without_escapes("- \\<commit>") == "- <commit>"  # one tag alone: no other block
     assert without_escapes("\\[skip\\] or \\[array length=n\\]") == "[skip] or [array length=n]"
     assert without_escapes("\\[label\\]: not a definition") == "\\[label]: not a definition"
+    assert without_escapes("\\[\n--all \\]") == "[\n--all ]"  # a label closed, no ":" after it
     # trafilatura's block-start escapes and a table's \| are syntax: untouched
     assert without_escapes("\\# not a heading\n1\\. not a list") == (
         "\\# not a heading\n1\\. not a list"

@@ -215,7 +215,7 @@ def _block_start(content: str, alone: bool) -> str:
     return kind
 
 
-_LABEL_START = re.compile(r"\[(?:[^\]]*$|[^\]]*\]:)")
+_LABEL_START = re.compile(r"\[(?:(?P<open>[^\]]*$)|[^\]]*\]:)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 
 
@@ -226,15 +226,18 @@ def _prose_line(line: str, next_line: str) -> str:
     markers) decides the block it starts, and only one of trafilatura's specials there can
     make that another (``* item``, ````` ``` `````, ``<div>``, ``[a]: b``...): then the
     escapes are kept from the left, one by one, until the line starts what it started before.
-    An escaped ``[`` there stays when it could start a link reference definition over lines
-    (a label left open, or ``[label]:``).
+    An escaped ``[`` there stays when it could start a link reference definition (``[label]:``,
+    or a label left open that the next line closes with ``]:`` or leaves open).
     """
     start = _CONTAINER_MARKERS.match(line).end()
     text, undone = _unescaped(line, start)
     if not undone or text[start : start + 1] not in _INLINE_SPECIALS:
         return text
-    if undone[0] == start and _LABEL_START.match(text, start):
-        return _unescaped(line, start, keep={start})[0]
+    if undone[0] == start and (label := _LABEL_START.match(text, start)):
+        after = re.sub(r"\\(?=[][])", "", next_line)  # a label left open goes on here
+        close = after.find("]")
+        if label["open"] is None or close < 0 or after[close + 1 : close + 2] == ":":
+            return _unescaped(line, start, keep={start})[0]
     # the block ends with the line: a blank line follows, or the line is a list item and the
     # next one a new item of its list or of one around it
     alone = not next_line.strip() or (
