@@ -84,6 +84,12 @@ def test_without_escapes_keeps_those_that_keep_the_structure():
     assert without_escapes("\\[skip\\] or \\[array length=n\\]") == "[skip] or [array length=n]"
     assert without_escapes("\\[label\\]: not a definition") == "\\[label]: not a definition"
     assert without_escapes("\\[\n--all \\]") == "[\n--all ]"  # a label closed, no ":" after it
+    assert without_escapes("\\[a\n\\[b\n\\]\\]: c") == "[a\n[b\n]]: c"  # "[" in a label: none
+    # an escaped backtick next to a code span's stays: it would join the span's run
+    assert without_escapes("by the `list`\\``envsubst` program") == (
+        "by the `list`\\``envsubst` program"
+    )
+    assert without_escapes("a \\`\\`\\` b") == "a ``` b"
     # trafilatura's block-start escapes and a table's \| are syntax: untouched
     assert without_escapes("\\# not a heading\n1\\. not a list") == (
         "\\# not a heading\n1\\. not a list"

@@ -29,7 +29,9 @@ would change the structure the chunker reads:
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable, Iterator
 
 __all__ = ["fences_alone", "without_escapes"]
 
@@ -141,6 +143,32 @@ def fences_alone(markdown: str) -> str:
     return "\n".join(out)
 
 
+_ESCAPED_TICK = re.compile(r"\\(?:\\\\)*`")  # an odd run of backslashes and a backtick
+
+
+def _escaped_ticks(line: str, i: int, keep: set[int], out: list[str], undone: list[int]) -> int:
+    """Undo the escaped backticks that start at `i`, all or none; returns where they end.
+
+    Backticks of the page next to a code span's (`` `command-list`\\``envsubst` ``) stay
+    escaped: unescaped, they would join its run and pair the spans differently.
+    """
+    group: list[re.Match] = []
+    k = i
+    while m := _ESCAPED_TICK.match(line, k):
+        group.append(m)
+        k = m.end()
+    if (i > 0 and line[i - 1] == "`") or line[k : k + 1] == "`":
+        out.append(line[i:k])
+        return k
+    for m in group:
+        if m.start() in keep:
+            out.append(m.group())
+        else:
+            out.append("\\" * ((len(m.group()) - 2) // 2) + "`")
+            undone.append(m.start())
+    return k
+
+
 def _unescaped(line: str, start: int, keep: set[int] | None = None) -> tuple[str, list[int]]:
     """`line` with trafilatura's inline escapes from `start` on undone, code spans verbatim.
 
@@ -148,7 +176,7 @@ def _unescaped(line: str, start: int, keep: set[int] | None = None) -> tuple[str
     of the page and the character; it becomes those k and the character. Escapes whose run
     starts at an offset in `keep` stay. Also returns the offsets of the runs undone.
     """
-    out = [line[:start]]
+    out = [line[:start]]  # the pieces of the result
     undone: list[int] = []
     i, n = start, len(line)
     while i < n:
@@ -158,6 +186,9 @@ def _unescaped(line: str, start: int, keep: set[int] | None = None) -> tuple[str
             while j < n and line[j] == "\\":
                 j += 1
             run = j - i
+            if j < n and line[j] == "`" and run % 2:
+                i = _escaped_ticks(line, i, keep or set(), out, undone)
+                continue
             if j < n and line[j] in _INLINE_SPECIALS and run % 2 and i not in (keep or ()):
                 out.append("\\" * (run // 2) + line[j])
                 undone.append(i)
@@ -215,29 +246,39 @@ def _block_start(content: str, alone: bool) -> str:
     return kind
 
 
-_LABEL_START = re.compile(r"\[(?:(?P<open>[^\]]*$)|[^\]]*\]:)")
+def _could_define(rest: str, following: Iterable[str]) -> bool:
+    """Whether ``[`` and `rest`, with the lines `following` it in its paragraph, could be a
+    link reference definition: its label closes with ``]:`` before any other bracket."""
+    for piece in itertools.chain([rest], following):
+        if not piece.strip():
+            return False  # the paragraph ends: no label
+        piece = re.sub(r"\\(?=[][])", "", piece)  # an escaped bracket is one once unescaped
+        if bracket := re.search(r"[][]", piece):
+            return bracket.group() == "]" and piece[bracket.end() : bracket.end() + 1] == ":"
+    return False
+
+
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 
 
-def _prose_line(line: str, next_line: str) -> str:
+def _prose_line(line: str, following: Iterator[str]) -> str:
     """A line of prose without its escapes, but for those that keep it the block it starts.
 
     Only the first character of a line's content (after its indentation and container
     markers) decides the block it starts, and only one of trafilatura's specials there can
     make that another (``* item``, ````` ``` `````, ``<div>``, ``[a]: b``...): then the
     escapes are kept from the left, one by one, until the line starts what it started before.
-    An escaped ``[`` there stays when it could start a link reference definition (``[label]:``,
-    or a label left open that the next line closes with ``]:`` or leaves open).
+    An escaped ``[`` there stays when it could start a link reference definition, whose label
+    may go on over the next lines (`following`, the lines after this one).
     """
+    next_line = next(following, "")
+    rest = itertools.chain([next_line], following)
     start = _CONTAINER_MARKERS.match(line).end()
     text, undone = _unescaped(line, start)
     if not undone or text[start : start + 1] not in _INLINE_SPECIALS:
         return text
-    if undone[0] == start and (label := _LABEL_START.match(text, start)):
-        after = re.sub(r"\\(?=[][])", "", next_line)  # a label left open goes on here
-        close = after.find("]")
-        if label["open"] is None or close < 0 or after[close + 1 : close + 2] == ":":
-            return _unescaped(line, start, keep={start})[0]
+    if undone[0] == start and text[start] == "[" and _could_define(text[start + 1 :], rest):
+        return _unescaped(line, start, keep={start})[0]
     # the block ends with the line: a blank line follows, or the line is a list item and the
     # next one a new item of its list or of one around it
     alone = not next_line.strip() or (
@@ -329,5 +370,5 @@ def without_escapes(markdown: str) -> str:
         if i in heading:
             lines[i] = _heading_line(line)
         else:
-            lines[i] = _prose_line(line, lines[i + 1] if i + 1 < len(lines) else "")
+            lines[i] = _prose_line(line, (lines[j] for j in range(i + 1, len(lines))))
     return "\n".join(lines)
