@@ -22,7 +22,7 @@ def test_definition_terms_of_a_real_api_page_are_not_headings():
     # the real headings after it nested under it.
     assert not any("(" in heading for path in paths for heading in path), paths
     assert ("3. Data model", "3.3. Special method names", "3.3.1. Basic customization") in paths
-    assert "- object.\\_\\_lt\\_\\_(*self*, *other*)" in text  # a list item, term and all
+    assert "- object.__lt__(*self*, *other*)" in text  # a list item, term and all
 
 
 def test_heading_text_keeps_backslash_escapes():

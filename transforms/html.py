@@ -35,6 +35,10 @@ already have a container are left untouched, so trafilatura's choice stands ther
 
 Sphinx/docutils permalink anchors (``<a class="headerlink">¶</a>``) are removed first, so
 headings and the title read "textwrap — Text wrapping and filling", not "...filling¶".
+
+trafilatura's Markdown then goes through `transforms.trafilatura_markdown`: a code block in a
+list item or a definition starts on a line of its own (`fences_alone`), and the text loses the
+backslash escapes trafilatura added to it (`without_escapes`: ``<name>``, not ``\\<name>``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from dataclasses import dataclass
 import trafilatura
 from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
+
+from transforms.trafilatura_markdown import fences_alone, without_escapes
 
 try:  # the very expressions trafilatura uses to find a content container
     from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
@@ -92,6 +98,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_headerlinks(tree)
     _drop_navigation_lines(tree)
     _inline_code_on_one_line(tree)
+    _layout_tables_unwrapped(tree)
     _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
@@ -110,8 +117,9 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     title = page_title(tree, meta.title)
+    text = without_escapes(fences_alone(definition_terms_inline(text or "")))
     return HtmlExtraction(
-        text=title_heading_above_sections(definition_terms_inline(text or "").strip(), title),
+        text=title_heading_above_sections(text.strip(), title),
         title=title,
         url=meta.url or None,
         date=meta.date or None,
@@ -122,12 +130,13 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
 # trafilatura 2.3 writes a definition list's term (`<dt>`: every API signature of Sphinx docs)
 # as a line "- " and the term on the next line; CommonMark reads "term\n- " as a setext
 # heading, so every signature became a false level-2 heading that the real ones nested under.
-_DEFINITION_TERM = re.compile(r"^- \n(?=[^\s-])", re.MULTILINE)
+# A nested definition list's term is "  - " and the term, unindented, on the next line.
+_DEFINITION_TERM = re.compile(r"^( *)- \n(?=[^\s-])", re.MULTILINE)
 
 
 def definition_terms_inline(markdown: str) -> str:
     """trafilatura's "- " + newline + term, as the list item "- term" it stands for."""
-    return _DEFINITION_TERM.sub("- ", markdown)
+    return _DEFINITION_TERM.sub(r"\1- ", markdown)
 
 
 _TITLE_XPATH = XPath("(//head/title)[1]")
@@ -289,15 +298,52 @@ def _inline_code_on_one_line(tree: HtmlElement) -> None:
     (``<code class="command">REVOKE ALL\n    PRIVILEGES</code>`` on PostgreSQL's REVOKE
     page, 74 of its 189 reference pages have one). The lone fence line opens a code block
     that swallows the text after it, and every later fence and heading is read inverted.
+
+    Empty inline code goes: trafilatura wrote PostgreSQL's ``<code class="returnvalue"></code>``
+    before an example's result as an empty fenced block in the middle of a table row.
     """
     for code in list(tree.iter(*_INLINE_CODE)):
         if any(a.tag == "pre" for a in code.iterancestors()):
+            continue
+        if not code.text_content().strip():
+            if code.getparent() is not None:
+                code.drop_tree()  # keeps its tail
             continue
         for node in code.iter():
             if node.text and "\n" in node.text:
                 node.text = re.sub(r"\s+", " ", node.text)
             if node is not code and node.tail and "\n" in node.tail:
                 node.tail = re.sub(r"\s+", " ", node.tail)
+
+
+_TABLE_ROWS_XPATH = XPath("./tr|./thead/tr|./tbody/tr|./tfoot/tr")
+_LINE_NUMBERS = re.compile(r"[\s\d\u00a0]*")
+
+
+def _layout_tables_unwrapped(tree: HtmlElement) -> None:
+    """Replace a one-row table that only lays out a ``<pre>`` with the cell that holds it.
+
+    gtk-doc puts each listing in a ``<table class="listing_frame">`` of two cells, the line
+    numbers' ``<pre>`` and the code's; Pygments' ``linenos`` does the same; texi2html indents
+    every example with ``<table><tr><td>&nbsp;</td><td><pre class="example">``. As a table
+    row, the code became ```` | ``` 1 2 3 ``` | ``` typedef struct {...} ``` | ````: its lines
+    joined, its fences mid-line. A table of one row, one of whose cells holds a ``<pre>`` and
+    whose other cells hold nothing but whitespace and digits, becomes that cell's content.
+    """
+    for table in reversed(list(tree.iter("table"))):  # inner tables first
+        rows = _TABLE_ROWS_XPATH(table)
+        if len(rows) != 1 or table.getparent() is None:
+            continue
+        cells = [c for c in rows[0] if c.tag in ("td", "th")]
+        content = [c for c in cells if not _LINE_NUMBERS.fullmatch(c.text_content())]
+        if len(content) != 1 or next(content[0].iter("pre"), None) is None:
+            continue
+        cell = content[0]
+        block = table.makeelement("div", {})
+        block.text = cell.text
+        block.extend(list(cell))  # moves the children, tails included
+        block.tail = table.tail
+        table.getparent().replace(table, block)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:
@@ -309,15 +355,31 @@ def _preformatted_as_code(tree: HtmlElement) -> None:
     on zlib's how-to page, whose listings are ``<pre><b>``) and PostgreSQL's synopses became
     paragraphs of escaped Markdown (``DROP TABLE \[ IF EXISTS \] *`name`*``). The text of
     each ``<pre>`` is put in one ``<span>``, the first of those rules; its inline markup goes
-    (a code block has none).
+    (a code block has none). It ends with a newline: trafilatura writes code of one line as
+    inline code (git's one-line ``<pre>`` examples came out as `` `$ git config ...` `` glued
+    to the next paragraph).
+
+    A ``<pre>`` in a table cell (after `_layout_tables_unwrapped`) becomes inline code, its
+    whitespace collapsed: a Markdown table row holds no block, and trafilatura wrote the fences
+    of a code block in the middle of the row (PostgreSQL's function tables show each example's
+    result in one).
     """
     for pre in list(tree.iter("pre")):
         text = pre.text_content()
+        if any(a.tag in ("td", "th") for a in pre.iterancestors()):
+            if not text.strip():
+                pre.drop_tree()  # keeps its tail
+                continue
+            code = pre.makeelement("code", {})
+            code.text = " ".join(text.split())
+            code.tail = pre.tail
+            pre.getparent().replace(pre, code)
+            continue
         for child in list(pre):
             pre.remove(child)  # lxml's remove keeps a child's tail with the child: text had it
         pre.text = None
         span = pre.makeelement("span", {})
-        span.text = text
+        span.text = text if text.endswith("\n") or not text.strip() else text + "\n"
         pre.append(span)
 
 
