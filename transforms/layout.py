@@ -183,6 +183,24 @@ def in_reading_order(lines: Sequence[Line], width: float) -> list[Line]:
     return out + _columns(band, mid)
 
 
+def column_pieces(pieces: Sequence[Line], width: float) -> list[Line] | None:
+    """`pieces` (lines cut at a gutter-wide space) in reading order when they make a page of
+    two prose columns, else None. Prose columns, not a two-column table: on each side the
+    median piece fills at least 60% of its column (a table's cells are short), and most
+    pieces lie on one side of the middle."""
+    mid = width / 2
+    left = [ln for ln in pieces if ln.x1 <= mid + 2]
+    right = [ln for ln in pieces if ln.x0 >= mid - 2]
+    if len(left) < 5 or len(right) < 5 or len(left) + len(right) < 0.7 * len(pieces):
+        return None
+    for side, span in ((left, mid - min(ln.x0 for ln in left)),
+                       (right, max(ln.x1 for ln in right) - mid)):  # fmt: skip
+        widths = sorted(ln.x1 - ln.x0 for ln in side)
+        if widths[len(widths) // 2] < 0.6 * span:
+            return None
+    return in_reading_order(pieces, width)
+
+
 def _columns(band: list[Line], mid: float) -> list[Line]:
     return [ln for ln in band if ln.x1 <= mid + 2] + [ln for ln in band if ln.x1 > mid + 2]
 
