@@ -66,16 +66,24 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
     width = page.get_width()
     mid = width / 2
 
+    # bound once: a 2,000-page PDF makes 80,000 lines, four PDFium calls each
+    char_box, font_size, font_weight = (
+        raw.FPDFText_GetCharBox,
+        raw.FPDFText_GetFontSize,
+        raw.FPDFText_GetFontWeight,
+    )
+    refs = (left, right, bottom, top)
+
     def box(i: int) -> tuple[float, float, float, float]:
-        raw.FPDFText_GetCharBox(handle, i, left, right, bottom, top)
+        char_box(handle, i, *refs)
         return left.value, right.value, bottom.value, top.value
 
     def make(first: int, last: int, body: str, hyphen: bool) -> Line:
         x0, _, y_bottom, y_top = box(first)
         _, x1, bottom1, top1 = box(last)
         y_top, y_bottom = max(y_top, top1), min(y_bottom, bottom1)
-        size = raw.FPDFText_GetFontSize(handle, first)
-        weight = raw.FPDFText_GetFontWeight(handle, first)
+        size = font_size(handle, first)
+        weight = font_weight(handle, first)
         return Line(
             index,
             body.strip().replace("\x02", "-") + ("-" if hyphen else ""),
@@ -154,7 +162,8 @@ def pdf_to_paged_text(data: bytes) -> PagedText:
             finally:
                 textpage.close()
                 page.close()
-            letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
+            if letters < MIN_CHARS_PER_PAGE * n_pages:  # counted until there are enough
+                letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
             pages.append(lines)
             try:
                 labels.append(pdf.get_page_label(i) or "")
