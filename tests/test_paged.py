@@ -216,3 +216,33 @@ def test_a_split_table_repeats_its_header_row_in_every_piece():
             assert c.table_header == "| Name | Value |"
             assert path_header(c).endswith("\n| Name | Value |")
     assert all(c.table_header is None for c in chunks if not c.text.startswith("|"))
+
+
+def _cpu_spin(seconds: float) -> None:
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _pages_then_spin(pages: int, seconds: float) -> int:
+    from transforms.extract import allow_pages
+
+    allow_pages(pages)
+    _cpu_spin(seconds)
+    return pages
+
+
+def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
+    from transforms.extract import CpuTimeUp, allow_pages, within_cpu_time
+    from transforms.pdf import pdf_to_paged_text
+
+    assert within_cpu_time(0.2, _pages_then_spin, 3000, 0.4) == 3000  # 0.6 s for 3,000 pages
+    with pytest.raises(CpuTimeUp):
+        within_cpu_time(0.2, _pages_then_spin, 900, 0.4)  # up to 1,000 pages: the flag's 0.2 s
+    allow_pages(5000)  # outside within_cpu_time: nothing is set
+    _cpu_spin(0.3)  # and no SIGPROF comes
+    told: list[int] = []
+    pdf_to_paged_text(marked_pdf(3), on_page_count=told.append)
+    assert told == [3]

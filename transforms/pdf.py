@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+from collections.abc import Callable
 
 from transforms.layout import (
     Line,
@@ -142,12 +143,16 @@ def outline(pdf) -> list[OutlineEntry]:
     return out
 
 
-def pdf_to_paged_text(data: bytes) -> PagedText:
-    """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError."""
+def pdf_to_paged_text(data: bytes, on_page_count: Callable[[int], None] | None = None) -> PagedText:
+    """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError.
+    `on_page_count` is told the page count before any page is read (the extraction child
+    gives a long PDF more time: `transforms.extract.allow_pages`)."""
     pdfium, raw = _import()
     pdf = open_pdf(data)
     try:
         n_pages = len(pdf)
+        if on_page_count is not None:
+            on_page_count(n_pages)
         pages: list[list[Line]] = []
         labels: list[str] = []
         letters = 0
