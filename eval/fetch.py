@@ -139,6 +139,41 @@ def fetch(cache: str) -> dict[str, Any]:
     return manifest
 
 
+def fetch_pairs(cache: str) -> dict[str, Any]:
+    """The manuals of corpora.json's "pdf_pairs", each as CACHE/pairs/pdf/<corpus>/<its PDF>
+    and CACHE/pairs/html/<corpus>/<its HTML pages>: the same manual in two forms, for runs of
+    the job on each alone. Touches nothing else of CACHE but debs/ and unpacked/."""
+    with open(LOCK, encoding="utf-8") as f:
+        pairs = json.load(f)["pdf_pairs"]
+    debs = os.path.join(cache, "debs")
+    os.makedirs(debs, exist_ok=True)
+    root = os.path.join(cache, "pairs")
+    shutil.rmtree(root, ignore_errors=True)
+    sources = []
+    for package in pairs:
+        deb = download(debs, package)
+        unpacked = os.path.join(cache, "unpacked", package["name"])
+        shutil.rmtree(unpacked, ignore_errors=True)
+        os.makedirs(unpacked)
+        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+        html = select(unpacked, package["html"], package.get("exclude", []))
+        if not html or not os.path.isfile(os.path.join(unpacked, package["pdf"])):
+            raise SystemExit(f"eval.fetch: {package['name']}: no PDF or no HTML page")
+        for form, files in (("pdf", [package["pdf"]]), ("html", html)):
+            target = os.path.join(root, form, package["corpus"])
+            os.makedirs(target, exist_ok=True)
+            for rel in files:
+                shutil.copyfile(
+                    os.path.join(unpacked, rel), os.path.join(target, os.path.basename(rel))
+                )
+        sources.append({**package, "deb": os.path.basename(deb), "files_taken": len(html) + 1})
+        print(f"{package['name']} {package['version']}: 1 PDF, {len(html)} HTML pages -> {root}")
+    manifest = {"lock": LOCK, "packages": sources}
+    with open(os.path.join(root, "SOURCES.json"), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=".cache/eval", help="cache folder")

@@ -9,6 +9,12 @@ lengths, its default separators), embeds every chunk with sentence-transformers 
 manifest names; chunks over its 256 word pieces are truncated by the model, as a LangChain user
 gets them), and writes OUT/chunks/ with the job's own Arrow schema, a cost_report.json and a
 run_manifest.json, so `corpus-chunker evaluate` scores it like any run. No context header.
+
+    python -m eval.langchain_run --documents RUN --pypdf FOLDER --output OUT ...
+
+With --pypdf, the documents are the PDFs under FOLDER as LangChain's `PyPDFLoader` reads them:
+pypdf's `extract_text()`, one document per page (its default mode), each split alone; RUN
+only names the model. The chunks carry their page.
 """
 
 from __future__ import annotations
@@ -38,6 +44,33 @@ def load_documents(run: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["doc_id"])
 
 
+def pypdf_documents(folder: str) -> list[dict[str, Any]]:
+    """One document per page of every PDF under `folder`, as PyPDFLoader makes them."""
+    try:
+        import pypdf
+    except ImportError as e:
+        raise SystemExit("eval.langchain_run --pypdf needs `pip install pypdf`") from e
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, "**", "*.pdf"), recursive=True)):
+        source = os.path.abspath(path)
+        doc_id = hashlib.sha256(source.encode()).hexdigest()[:32]
+        for number, page in enumerate(pypdf.PdfReader(path).pages, start=1):
+            text = page.extract_text() or ""
+            out.append(
+                {
+                    "doc_id": doc_id,
+                    "source": source,
+                    "doc_type": "pdf",
+                    "language": None,
+                    "title": None,
+                    "text": text,
+                    "content_hash": hashlib.sha256(text.encode()).hexdigest(),
+                    "page": number,
+                }
+            )
+    return out
+
+
 def split_documents(
     documents: list[dict[str, Any]], chunk_size: int, chunk_overlap: int
 ) -> list[dict[str, Any]]:
@@ -57,9 +90,11 @@ def split_documents(
     )
     encoding = tiktoken.get_encoding("cl100k_base")
     fingerprint = f"langchain-recursive-{chunk_size}-{chunk_overlap}"
-    out = []
+    out: list[dict[str, Any]] = []
+    indexes: dict[str, int] = {}
     for doc in documents:
-        for index, piece in enumerate(splitter.create_documents([doc["text"]])):
+        for piece in splitter.create_documents([doc["text"]]):
+            index = indexes[doc["doc_id"]] = indexes.get(doc["doc_id"], -1) + 1
             start = int(piece.metadata["start_index"])
             text = piece.page_content
             tokens = len(encoding.encode(text, disallowed_special=()))
@@ -78,9 +113,9 @@ def split_documents(
                     "context_source": None,
                     "start_char": start,
                     "end_char": start + len(text),
-                    # pages: the baseline splits text only (no PDF in the corpora)
-                    "page_start": None,
-                    "page_end": None,
+                    # a page of PyPDFLoader's (--pypdf); offsets are then into the page
+                    "page_start": doc.get("page"),
+                    "page_end": doc.get("page"),
                     "page_label": None,
                     "token_count": tokens,
                     "embed_tokens": tokens,
@@ -120,11 +155,13 @@ def main() -> None:
     parser.add_argument("--output", required=True, help="the baseline's run folder")
     parser.add_argument("--chunk_size", type=int, required=True, help="tokens (cl100k_base)")
     parser.add_argument("--chunk_overlap", type=int, required=True, help="tokens")
+    parser.add_argument("--pypdf", default=None, help="split these PDFs' pypdf pages instead")
     args = parser.parse_args()
     with open(os.path.join(args.documents, "run_manifest.json"), encoding="utf-8") as f:
         model_name = json.load(f)["config"]["embedding_model"]
     started = time.time()
-    rows = split_documents(load_documents(args.documents), args.chunk_size, args.chunk_overlap)
+    documents = pypdf_documents(args.pypdf) if args.pypdf else load_documents(args.documents)
+    rows = split_documents(documents, args.chunk_size, args.chunk_overlap)
     seconds = embed(rows, model_name)
     os.makedirs(os.path.join(args.output, "chunks"), exist_ok=True)
     schema = chunk_schema(len(rows[0]["embedding"]))
@@ -151,7 +188,8 @@ def main() -> None:
             "chunk_overlap": args.chunk_overlap,
             "context": "none",
         },
-        "documents_from": os.path.abspath(args.documents),
+        "documents_from": os.path.abspath(args.pypdf or args.documents),
+        "loader": "pypdf, one document per page (PyPDFLoader)" if args.pypdf else "the run's",
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
     }
     with open(os.path.join(args.output, "run_manifest.json"), "w", encoding="utf-8") as f:

@@ -375,6 +375,71 @@ def doxygen(root: str, corpus: str, n: int) -> list[dict]:
     return _sample(candidates, n)
 
 
+# --- PDF/HTML pairs: a manual's sections, asked of its HTML and of its PDF -------------------
+
+PAIR_ANSWER_WORDS = 40
+_PRODUCT_WORDS = re.compile(r"(?i)caml|idl\b|freefem|gfem")
+_HEADING_NUMBER = re.compile(r"^([Cc]hapter\s+)?(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
+
+
+def _words_key(text: str) -> str:
+    """A passage as its lower-cased runs of letters and digits: how an HTML passage is found
+    in a PDF's text (hyphenation, ligatures, Markdown marks and spacing aside)."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def section_passages(path: str) -> list[tuple[str, str]]:
+    """(heading, passage) of each h1-h5 of a HeVeA page: the heading less its number, and the
+    first PAIR_ANSWER_WORDS words of the page's visible text after it, up to the next heading."""
+    tree = _html(path)
+    headings = tree.xpath("//h1|//h2|//h3|//h4|//h5")
+    marks = []
+    for n, h in enumerate(headings):
+        mark = f"\ue000{n}\ue000"
+        marks.append((mark, _norm(h.text_content())))
+        h.tail = mark + (h.tail or "")
+    text = tree.text_content()
+    out = []
+    for n, (mark, heading) in enumerate(marks):
+        after = text.split(mark, 1)[1]
+        after = re.split("\ue000\\d+\ue000", after, maxsplit=1)[0]
+        words = _norm(after).split()
+        # the heading of the next block is in `after` too when it came first: cut at it
+        if n + 1 < len(marks) and marks[n + 1][1] and marks[n + 1][1] in " ".join(words):
+            words = " ".join(words).split(marks[n + 1][1])[0].split()
+        out.append((_HEADING_NUMBER.sub("", heading), " ".join(words[:PAIR_ANSWER_WORDS])))
+    return out
+
+
+def pdf_pair(pairs: str, corpus: str, pdf_text: str) -> tuple[list[dict], list[dict]]:
+    """Questions on a manual's sections, once with the HTML page as the answer's source and
+    once with the PDF (the same id, so the same half): "What does the manual say about
+    Lexical conventions?". Kept when the heading does not name the product, the passage has
+    WORDS_MIN words or more, and its words occur in `pdf_text` (the PDF's extracted text)."""
+    html_out, pdf_out, seen = [], [], set()
+    pdf_key = _words_key(pdf_text)
+    (pdf_name,) = os.listdir(os.path.join(pairs, "pdf", corpus))
+    for path in sorted(glob.glob(os.path.join(pairs, "html", corpus, "*.html"))):
+        for heading, answer in section_passages(path):
+            if (
+                not heading
+                or heading.lower() in ("contents", "index", "remark:")
+                or _PRODUCT_WORDS.search(heading)
+                or heading.lower() in seen
+                or len(answer.split()) < WORDS_MIN
+                or _words_key(answer) not in pdf_key
+            ):
+                continue
+            seen.add(heading.lower())
+            qid = f"pair-{corpus}-{_words_key(heading).replace(' ', '-')}"
+            question = f"What does the manual say about {heading.rstrip(':.')}?"
+            source = os.path.join(corpus, os.path.basename(path))
+            html_out.append(_record(qid, question, answer, source, f"{corpus}-html", "html"))
+            pdf_source = os.path.join(corpus, pdf_name)
+            pdf_out.append(_record(qid, question, answer, pdf_source, f"{corpus}-pdf", "pdf"))
+    return html_out, pdf_out
+
+
 # --- the tune and confirm halves -------------------------------------------------------------
 
 
@@ -386,11 +451,45 @@ def split_of(question_id: str) -> str:
     return "tune" if digest[0] % 2 == 0 else "confirm"
 
 
+def _write(path: str, records: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            record["split"] = split_of(record["id"])
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def pair_questions(pairs: str, out: str) -> None:
+    """OUT/html.jsonl and OUT/pdf.jsonl: every pair's questions, by form."""
+    from transforms.pdf import pdf_to_paged_text
+
+    os.makedirs(out, exist_ok=True)
+    by_form: dict[str, list[dict]] = {"html": [], "pdf": []}
+    for corpus in sorted(os.listdir(os.path.join(pairs, "pdf"))):
+        (pdf,) = glob.glob(os.path.join(pairs, "pdf", corpus, "*.pdf"))
+        with open(pdf, "rb") as f:
+            text = pdf_to_paged_text(f.read()).text
+        html, pdf_records = pdf_pair(pairs, corpus, text)
+        by_form["html"] += html
+        by_form["pdf"] += pdf_records
+        print(f"{corpus}: {len(html)} questions")
+    for form, records in by_form.items():
+        _write(os.path.join(out, f"{form}.jsonl"), records)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default=".cache/eval/corpus", help="the unpacked corpora")
     parser.add_argument("--out", default="eval/questions", help="folder of the question files")
+    parser.add_argument(
+        "--pairs",
+        default=None,
+        help="only the PDF/HTML pairs' questions, from this folder "
+        "(eval.fetch.fetch_pairs' CACHE/pairs), into OUT/pairs/",
+    )
     args = parser.parse_args()
+    if args.pairs:
+        pair_questions(args.pairs, os.path.join(args.out, "pairs"))
+        return
     os.makedirs(args.out, exist_ok=True)
     sets = {
         "postgresql": postgresql(args.corpus, 60),

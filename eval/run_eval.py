@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from eval.fetch import LOCK, fetch
+from eval.fetch import LOCK, fetch, fetch_pairs
 from eval.neutral import neutral_corpus, neutral_names, neutral_questions
 from eval.verify_answers import check
 
@@ -62,10 +62,23 @@ HEADER_CONFIGS = {
     "header-title-sections": ("title", "sections"),
     "header-none": (),
 }
+# The manuals of corpora.json's "pdf_pairs" (eval.fetch.fetch_pairs: CACHE/pairs/pdf/ and
+# CACHE/pairs/html/), each form in runs of its own (twins in one index would take each
+# other's places in the top 10), scored on questions/pairs/{pdf,html}.jsonl: the same
+# questions, with the PDF or the HTML page as the answer's source.
+PAIR_CONFIGS = {
+    "pdf-default": ("pdf", []),  # the job on the PDFs, defaults
+    "pdf-html-twin": ("html", []),  # the job on the same manuals' HTML, defaults
+}
+# LangChain's recursive splitter at 256/64 on the PDFs: over pypdf's pages (PyPDFLoader, one
+# document per page), and over the text pdf-default extracted
+PAIR_LANGCHAIN = {"pdf-pypdf-langchain-256": True, "pdf-langchain-256": False}
+PAIR_QUESTIONS = os.path.join(HERE, "questions", "pairs")
 ORDER = ["default", "context-none", "fixed-512-15pct", "langchain-256", "langchain-512",
-         "parent-768", "sentence-window", "neutral-default", *HEADER_CONFIGS]  # fmt: skip
+         "parent-768", "sentence-window", "neutral-default", *HEADER_CONFIGS,
+         *PAIR_CONFIGS, *PAIR_LANGCHAIN]  # fmt: skip
 # what `make eval` runs without --only: the ablation is run on demand
-DEFAULT_ORDER = ORDER[: ORDER.index("neutral-default") + 1]
+DEFAULT_ORDER = [*ORDER[: ORDER.index("neutral-default") + 1], *PAIR_CONFIGS, *PAIR_LANGCHAIN]
 
 
 def _run(command: list[str], log: str) -> float:
@@ -150,7 +163,17 @@ def main() -> None:
     else:
         sources = fetch(cache)
     corpus = os.path.join(cache, "corpus")
+    pair_names = [n for n in names if n in PAIR_CONFIGS or n in PAIR_LANGCHAIN]
+    pairs = os.path.join(cache, "pairs")
+    if pair_names and not args.no_fetch:
+        fetch_pairs(cache)
     problems = check(QUESTIONS, corpus)
+    if pair_names:
+        if not os.path.isdir(pairs):
+            raise SystemExit(f"eval: no {pairs}: run without --no_fetch once")
+        for form in ("pdf", "html"):
+            problems += check([os.path.join(PAIR_QUESTIONS, f"{form}.jsonl")],
+                              os.path.join(pairs, form))  # fmt: skip
     if problems:
         raise SystemExit(
             "eval: answers that are not passages of their documents:\n" + "\n".join(problems)
@@ -210,10 +233,37 @@ def main() -> None:
         commands[name] = shlex.join(["python", *command[1:]])
         _run_once(name, run, command, args.reuse, seconds)
 
+    pair_runs = {"pdf": [], "html": []}
+    if any(n in PAIR_LANGCHAIN for n in pair_names) and "pdf-default" not in pair_names:
+        pair_names.insert(0, "pdf-default")  # the baselines take its model (and its text)
+    for name in pair_names:
+        if name in PAIR_CONFIGS:
+            form, flags = PAIR_CONFIGS[name]
+            job(name, os.path.join(pairs, form), flags)
+            pair_runs[form].append(os.path.join(runs_dir, name))
+    for name in (n for n in names if n in PAIR_LANGCHAIN):
+        run = os.path.join(runs_dir, name)
+        command = [python, "-m", "eval.langchain_run", "--documents",
+                   os.path.join(runs_dir, "pdf-default"), "--output", run,
+                   "--chunk_size=256", "--chunk_overlap=64"]  # fmt: skip
+        if PAIR_LANGCHAIN[name]:
+            command += ["--pypdf", os.path.join(pairs, "pdf")]
+        commands[name] = shlex.join(["python", *command[1:]])
+        _run_once(name, run, command, args.reuse, seconds)
+        pair_runs["pdf"].append(run)
+
     from pipelines.evaluate import evaluate, markdown_table
 
-    plain = [os.path.join(runs_dir, n) for n in names if n not in neutral]
+    plain = [os.path.join(runs_dir, n) for n in names if n not in neutral and n not in pair_names
+             and n not in PAIR_LANGCHAIN]  # fmt: skip
     evaluation = evaluate(plain, questions) if plain else None
+    for form, form_runs in pair_runs.items():
+        if form_runs:
+            paired = evaluate(form_runs, os.path.join(PAIR_QUESTIONS, f"{form}.jsonl"))
+            if evaluation is None:
+                evaluation = paired
+            else:
+                evaluation["results"].extend(paired["results"])
     if neutral:  # the same questions, their sources under the neutral folders
         renamed_eval = evaluate([os.path.join(runs_dir, n) for n in names if n in neutral],
                                 neutral_q)  # fmt: skip

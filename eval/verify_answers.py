@@ -5,7 +5,9 @@
 A document's text is its visible text, taken independently of the job's extraction: an HTML
 page's text content (lxml, scripts and styles dropped), any other file as it is. Answer and
 document are compared after whitespace normalisation (every run of whitespace is one space),
-nothing else: an answer that is not a verbatim passage fails. A record's "split" must be the
+nothing else: an answer that is not a verbatim passage fails. A PDF has no such text: its
+answers (passages of the same manual's HTML) are checked as runs of letters and digits,
+lower-cased, in the PDF's text as `transforms.pdf` extracts it. A record's "split" must be the
 half its id hashes to (`eval.make_questions.split_of`).
 """
 
@@ -47,6 +49,18 @@ def _document(path: str) -> str:
     return normalise(visible_text(path))
 
 
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+@cache
+def _pdf_words(path: str) -> str:
+    from transforms.pdf import pdf_to_paged_text
+
+    with open(path, "rb") as f:
+        return _words(pdf_to_paged_text(f.read()).text)
+
+
 def check(question_files: Sequence[str], root: str) -> list[str]:
     """Problems found (empty when every answer is a passage of its document)."""
     problems = []
@@ -66,6 +80,9 @@ def check(question_files: Sequence[str], root: str) -> list[str]:
                     path = os.path.join(root, answer["source"])
                     if not os.path.isfile(path):
                         problems.append(f"{where}: no document {path}")
+                    elif path.endswith(".pdf"):
+                        if _words(answer["text"]) not in _pdf_words(path):
+                            problems.append(f"{where}: its words are not in {answer['source']}")
                     elif normalise(answer["text"]) not in _document(path):
                         problems.append(f"{where}: not a passage of {answer['source']}")
     return problems

@@ -265,8 +265,8 @@ class ChunkCorpusOptions(PipelineOptions):
             type=float,
             default=5.0,
             help="Time limit of one HTML, PDF, DOCX or PPTX extraction, in CPU seconds of the "
-            "extraction process (so a busy machine rejects the same pages as an idle one); 0 "
-            "disables it (default 5 s).",
+            "extraction process (so a busy machine rejects the same pages as an idle one); a "
+            "PDF gets it once per 1,000 pages; 0 disables it (default 5 s).",
         )
         g.add_argument(
             "--chunk_timeout_s",

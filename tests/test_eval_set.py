@@ -20,17 +20,23 @@ from pipelines.evaluate import score_ranking
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = sorted(glob.glob(os.path.join(HERE, "..", "eval", "questions", "*.jsonl")))
+PAIRS = {
+    form: os.path.join(HERE, "..", "eval", "questions", "pairs", f"{form}.jsonl")
+    for form in ("pdf", "html")
+}
 with open(os.path.join(HERE, "..", "eval", "corpora.json"), encoding="utf-8") as f:
-    CORPORA = [p["corpus"] for p in json.load(f)["packages"]]
+    LOCK = json.load(f)
+CORPORA = [p["corpus"] for p in LOCK["packages"] + LOCK["pdf_pairs"]]
 # the corpus folders, and the products' names as a reader would write them
 PRODUCT = re.compile(
-    r"\b(" + "|".join([*CORPORA, "postgres", "node\\.js", "attr", "json"]) + r")\b", re.I
-)
+    r"\b(" + "|".join([*CORPORA, "postgres", "node\\.js", "attr", "json", "caml", "gfem"])
+    + r")\b", re.I
+)  # fmt: skip
 
 
-def _records() -> list[dict]:
+def _records(paths: list[str] = QUESTIONS) -> list[dict]:
     out = []
-    for path in QUESTIONS:
+    for path in paths:
         with open(path, encoding="utf-8") as f:
             out += [json.loads(line) for line in f if line.strip()]
     return out
@@ -44,6 +50,33 @@ def test_every_question_sits_in_the_half_its_id_hashes_to() -> None:
     for corpus in {r["corpus"] for r in records}:
         halves = {r["split"] for r in records if r["corpus"] == corpus}
         assert halves == {"tune", "confirm"}, corpus
+
+
+def test_pdf_pair_questions_are_the_same_in_both_forms() -> None:
+    pdf, html = _records([PAIRS["pdf"]]), _records([PAIRS["html"]])
+    assert len(pdf) >= 50
+    for p, h in zip(pdf, html, strict=True):
+        assert (p["id"], p["question"], p["split"]) == (h["id"], h["question"], h["split"])
+        assert p["split"] == split_of(p["id"])
+        assert p["answers"][0]["text"] == h["answers"][0]["text"]
+        assert p["answers"][0]["source"].endswith(".pdf") and p["corpus"].endswith("-pdf")
+        assert not PRODUCT.search(p["question"]), p["question"]
+    for corpus in {r["corpus"] for r in pdf}:
+        assert {r["split"] for r in pdf if r["corpus"] == corpus} == {"tune", "confirm"}
+
+
+def test_pdf_pair_passages_stop_at_the_next_heading(tmp_path) -> None:
+    from eval.make_questions import section_passages
+
+    page = tmp_path / "p.html"
+    page.write_text(
+        "<html><body><h2>3.1 Base types</h2><p>The base types are <tt>int</tt> and "
+        "long.</p>tail text<h3>3.1.1 Pointers</h3><p>A pointer points.</p></body></html>"
+    )
+    assert section_passages(str(page)) == [
+        ("Base types", "The base types are int and long.tail text"),
+        ("Pointers", "A pointer points."),
+    ]
 
 
 def test_split_of_is_a_fixed_function_of_the_id() -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from schemas.records import RawDocument
-from tests.paged.make import image_only_pdf, marked_pdf, sample_docx, sample_pptx
+from tests.paged.make import (
+    contents_and_index_pdf,
+    image_only_pdf,
+    marked_pdf,
+    page_word,
+    sample_docx,
+    sample_pptx,
+    two_column_pdf,
+    words_pdf,
+)
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.detect import binary_type
 from transforms.extract import ExtractError, extract_document
@@ -61,6 +70,53 @@ def test_every_chunk_has_the_page_of_its_markers():
             if f"MARKERPAGE{n}," in c.text:
                 assert c.page_start <= n <= c.page_end
         assert c.page_label == ("iii", "iv", "v", "vi", "vii", "viii")[c.page_start - 1]
+
+
+def test_two_columns_come_out_left_column_whole_then_right():
+    from transforms.pdf import pdf_to_paged_text
+
+    text = pdf_to_paged_text(two_column_pdf()).text
+    assert text.startswith("# A title set across both columns of the page\n")
+    order = [text.index(f"{side} line {k} of") for side in ("left", "right") for k in range(12)]
+    assert order == sorted(order), text
+    assert "prose right line" not in text  # no line of one column runs into the other
+    table = pdf_to_paged_text(two_column_pdf(table=True)).text
+    assert all(f"key {k} value {k}\n" in table for k in "abcdefghijkl")  # a table stays in rows
+
+
+def test_contents_and_index_pages_are_left_out_and_counted():
+    from transforms.pdf import pdf_to_paged_text
+
+    paged = pdf_to_paged_text(contents_and_index_pdf())
+    assert paged.removed["contents_pages"] == 1 and paged.removed["index_pages"] == 1
+    assert "Contents" not in paged.text and "...." not in paged.text
+    assert "Index" not in paged.text and "alpha option" not in paged.text
+    for n in (2, 3, 4):  # the body pages are whole, each on its page
+        assert paged.text.count(f"BODYPAGE{n}.") == 10
+        assert page_of(paged.page_starts, paged.text.index(f"BODYPAGE{n}")) == n
+    assert paged.page_starts[0] == paged.page_starts[1] == 0  # page 1 left out: empty
+
+
+@pytest.mark.parametrize("chunk_size", [24, 64, 200])
+def test_every_chunk_starts_on_the_page_of_its_first_character(chunk_size):
+    pages = 7
+    doc = _extract("w.pdf", words_pdf(pages))
+    assert doc.page_count == pages and doc.page_starts is not None
+    chunks = DocumentChunker(ChunkingConfig(chunk_size=chunk_size)).chunk_document(doc)
+    assert len(chunks) > pages
+    words = [page_word(n) for n in range(1, pages + 1)]
+    for c in chunks:
+        assert doc.text[c.start_char : c.end_char] == c.text
+        # the page whose marker word the chunk's first line carries (every line has it)
+        first_line = doc.text[c.start_char : doc.text.find("\n", c.start_char)]
+        line_start = doc.text.rfind("\n", 0, c.start_char) + 1
+        marker = doc.text[line_start : doc.text.find("\n", c.start_char)]
+        where = [n for n, w in enumerate(words, start=1) if w in marker]
+        assert len(where) == 1, (first_line, marker)
+        last_start = doc.text.rfind("\n", 0, max(c.start_char, c.end_char - 1)) + 1
+        last = doc.text[last_start : doc.text.find("\n", c.end_char - 1)]
+        end = [n for n, w in enumerate(words, start=1) if w in last]
+        assert (c.page_start, c.page_end) == (where[0], end[0]), c.text
 
 
 def test_a_pdf_named_pdf_gz_is_typed_pdf_after_decompression():
@@ -160,3 +216,33 @@ def test_a_split_table_repeats_its_header_row_in_every_piece():
             assert c.table_header == "| Name | Value |"
             assert path_header(c).endswith("\n| Name | Value |")
     assert all(c.table_header is None for c in chunks if not c.text.startswith("|"))
+
+
+def _cpu_spin(seconds: float) -> None:
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _pages_then_spin(pages: int, seconds: float) -> int:
+    from transforms.extract import allow_pages
+
+    allow_pages(pages)
+    _cpu_spin(seconds)
+    return pages
+
+
+def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
+    from transforms.extract import CpuTimeUp, allow_pages, within_cpu_time
+    from transforms.pdf import pdf_to_paged_text
+
+    assert within_cpu_time(0.2, _pages_then_spin, 3000, 0.4) == 3000  # 0.6 s for 3,000 pages
+    with pytest.raises(CpuTimeUp):
+        within_cpu_time(0.2, _pages_then_spin, 900, 0.4)  # up to 1,000 pages: the flag's 0.2 s
+    allow_pages(5000)  # outside within_cpu_time: nothing is set
+    _cpu_spin(0.3)  # and no SIGPROF comes
+    told: list[int] = []
+    pdf_to_paged_text(marked_pdf(3), on_page_count=told.append)
+    assert told == [3]

@@ -245,7 +245,11 @@ def extract_paged(doc_type: str, data: bytes, memory_bytes: int = PAGED_MEMORY_B
     from transforms.office import docx_to_paged_text, pptx_to_paged_text
     from transforms.pdf import pdf_to_paged_text
 
-    convert = {"pdf": pdf_to_paged_text, "docx": docx_to_paged_text, "pptx": pptx_to_paged_text}
+    convert = {
+        "pdf": lambda data: pdf_to_paged_text(data, on_page_count=allow_pages),
+        "docx": docx_to_paged_text,
+        "pptx": pptx_to_paged_text,
+    }
     try:
         with _memory_cap(memory_bytes):
             return convert[doc_type](data)
@@ -382,15 +386,38 @@ def _cpu_time_up(signum: int, frame: object) -> None:
     raise CpuTimeUp()
 
 
+PAGES_PER_LIMIT = 1000
+"""A PDF gets --extract_timeout_s of CPU time per this many pages (at least once): a
+2,000-page PDF takes 5-6 s of CPU here, half of it PDFium's own loading of the pages."""
+
+_running_limit: list[float] = []  # the limit within_cpu_time is running under, if it is
+
+
 def within_cpu_time(limit_s: float, fn: Callable, *args):
     """Run in the extraction child: `fn(*args)`, stopped with CpuTimeUp once this process has
-    used `limit_s` seconds of CPU time on it (ITIMER_PROF: user and system time)."""
+    used `limit_s` seconds of CPU time on it (ITIMER_PROF: user and system time), or more
+    where `allow_pages` grants it."""
     signal.signal(signal.SIGPROF, _cpu_time_up)
     signal.setitimer(signal.ITIMER_PROF, limit_s)
+    _running_limit[:] = [limit_s]
     try:
         return fn(*args)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
+        _running_limit.clear()
+
+
+def allow_pages(pages: int) -> None:
+    """Called by the PDF extraction once it knows its page count: under `within_cpu_time`, the
+    CPU-time limit becomes limit x pages / PAGES_PER_LIMIT where that is more. Elsewhere it
+    does nothing. The parent's wall-clock backstop (WALL_CLOCK_FACTOR x the flag + margin,
+    80 s at the default) is not raised: a PDF of over 16,000 pages meets it first."""
+    if not _running_limit or pages <= PAGES_PER_LIMIT:
+        return
+    remaining, _ = signal.getitimer(signal.ITIMER_PROF)
+    if remaining > 0:
+        extra = _running_limit[0] * (pages / PAGES_PER_LIMIT - 1)
+        signal.setitimer(signal.ITIMER_PROF, remaining + extra)
 
 
 def _child_ready() -> bool:

@@ -16,6 +16,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class PagedError(Exception):
@@ -30,8 +31,7 @@ class PagedError(Exception):
         return type(self), (self.reason, str(self))
 
 
-@dataclass(frozen=True, slots=True)  # a 2,000-page PDF has 80,000 of them
-class Line:
+class Line(NamedTuple):  # a 2,000-page PDF has 80,000: a frozen dataclass took 4x as long to make
     """One line of text on a page; y grows downwards from the page's top (0..height)."""
 
     page: int  # 0-based physical page
@@ -73,7 +73,9 @@ _DIGITS = re.compile(r"\d+")
 _PAGE_NUMBER = re.compile(r"(?i)(page\s+)?(\d{1,4}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,4})?")
 _NUMBERED = re.compile(r"(\d+(?:\.\d+)+|[A-Z]\.\d+(?:\.\d+)*|\d+\.?)\s+\S")
 _ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
-_INDEX_LINE = re.compile(r"[^\d]+[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+# "term, 12, 14-16" or "12, 14": the same lines as "[^\d]+[, ]..." matched, without its
+# quadratic backtracking on a long line (a non-digit just before the separator is all it asks)
+_INDEX_LINE = re.compile(r"(?<=\D)[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
 _SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
@@ -102,17 +104,14 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
     body = _body_size(pages)
     for lines in pages:
         seen = set()
-        for i, line in enumerate(lines):
+        for i in _edge_indexes(len(lines)):
             edge = _edge(i, len(lines))
-            if edge is not None:
-                seen.add((_key(line, edge), edge))
+            seen.add((_key(lines[i], edge), edge))
         counts.update(seen)
     needed = max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n_pages)
     for p, lines in enumerate(pages):
-        for i, line in enumerate(lines):
-            edge = _edge(i, len(lines))
-            if edge is None:
-                continue
+        for i in _edge_indexes(len(lines)):
+            line, edge = lines[i], _edge(i, len(lines))
             if line.size > body * 1.12:
                 continue  # set larger than the body: a heading, not a running line
             if counts[(_key(line, edge), edge)] >= needed or (
@@ -120,6 +119,12 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
             ):
                 out.add((p, i))
     return out
+
+
+def _edge_indexes(n: int) -> list[int]:
+    """The indexes of a page's lines for which `_edge` is not None, in order."""
+    top = min(EDGE_LINES, n)
+    return [*range(top), *range(max(top, n - EDGE_LINES), n)]
 
 
 def _edge(i: int, n: int) -> bool | None:
@@ -183,15 +188,36 @@ def in_reading_order(lines: Sequence[Line], width: float) -> list[Line]:
     return out + _columns(band, mid)
 
 
+def column_pieces(pieces: Sequence[Line], width: float) -> list[Line] | None:
+    """`pieces` (lines cut at a gutter-wide space) in reading order when they make a page of
+    two prose columns, else None. Prose columns, not a two-column table: on each side the
+    median piece fills at least 60% of its column (a table's cells are short), and most
+    pieces lie on one side of the middle."""
+    mid = width / 2
+    left = [ln for ln in pieces if ln.x1 <= mid + 2]
+    right = [ln for ln in pieces if ln.x0 >= mid - 2]
+    if len(left) < 5 or len(right) < 5 or len(left) + len(right) < 0.7 * len(pieces):
+        return None
+    for side, span in ((left, mid - min(ln.x0 for ln in left)),
+                       (right, max(ln.x1 for ln in right) - mid)):  # fmt: skip
+        widths = sorted(ln.x1 - ln.x0 for ln in side)
+        if widths[len(widths) // 2] < 0.6 * span:
+            return None
+    return in_reading_order(pieces, width)
+
+
 def _columns(band: list[Line], mid: float) -> list[Line]:
     return [ln for ln in band if ln.x1 <= mid + 2] + [ln for ln in band if ln.x1 > mid + 2]
 
 
 def _body_size(pages: Sequence[Sequence[Line]]) -> float:
-    sizes: Counter[float] = Counter()
+    exact: Counter[float] = Counter()
     for lines in pages:
         for line in lines:
-            sizes[round(line.size, 1)] += len(line.text)
+            exact[line.size] += len(line.text)
+    sizes: Counter[float] = Counter()
+    for size, n in exact.items():  # rounded once a size, not once a line; the same order
+        sizes[round(size, 1)] += n
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
@@ -224,9 +250,14 @@ def font_headings(pages: Sequence[Sequence[Line]]) -> dict[tuple[int, int], int]
     for p, lines in enumerate(pages):
         for i, line in enumerate(lines):
             text = line.text.strip()
+            size = round(line.size, 1)
+            # what can make a heading below, checked first: most lines are none of these
+            if size not in larger and not (
+                size >= body - 0.1 and (line.bold or text[:1].isdigit() or text[1:2] == ".")
+            ):
+                continue
             if not _looks_like_heading(text):
                 continue
-            size = round(line.size, 1)
             numbered = _NUMBERED.match(text)
             if size in larger:
                 level = larger.index(size) + 1
@@ -291,8 +322,13 @@ def _tail_match(got: str, want: str) -> bool:
     return bool(stripped) and want.startswith(stripped)
 
 
+def _page_texts(pages: Sequence[Sequence[Line]]) -> list[str]:
+    """Each page's lines as one string (a regex runs once a page, not once a line)."""
+    return ["\n".join(line.text for line in lines) for lines in pages]
+
+
 def _words(pages: Sequence[Sequence[Line]]) -> set[str]:
-    return {w.lower() for lines in pages for line in lines for w in _WORD.findall(line.text)}
+    return {w.lower() for text in _page_texts(pages) for w in _WORD.findall(text)}
 
 
 def join_hyphen(
@@ -302,6 +338,8 @@ def join_hyphen(
     the rest of `following` after it), else None. Joined when the joined word occurs elsewhere
     in the document, or when the hyphenated form does not (a word such as "self-contained"
     that the document writes with its hyphen inside a line keeps it)."""
+    if not line.endswith("-"):
+        return None
     m = _HYPHEN_END.search(line)
     n = _FIRST_WORD.match(following)
     if not m or not n:
@@ -319,9 +357,7 @@ _COMPOUND = re.compile(r"[A-Za-z]+-[A-Za-z]+")
 
 def _compounds(pages: Sequence[Sequence[Line]]) -> frozenset[str]:
     """Hyphenated words written inside a line somewhere in the document."""
-    return frozenset(
-        w.lower() for lines in pages for line in lines for w in _COMPOUND.findall(line.text)
-    )
+    return frozenset(w.lower() for text in _page_texts(pages) for w in _COMPOUND.findall(text))
 
 
 def _as_markdown_line(text: str) -> str:
@@ -353,8 +389,8 @@ def assemble(
         headings = outline_headings(kept, outline)
     else:
         headings = {k: (level, 1) for k, level in font_headings(kept).items()}
-    words = _words(kept)
-    compounds = _compounds(kept)
+    # the document's words and hyphenated words, made when a line first ends with a hyphen
+    lexicon: tuple[set[str], frozenset[str]] | None = None
     out: list[str] = []
     length = 0
     starts: list[int] = []
@@ -396,8 +432,10 @@ def assemble(
                 prev = None
                 i += span
                 continue
-            if pending is not None:
-                joined = join_hyphen(pending, text, words, compounds)
+            if pending is not None and pending.endswith("-"):
+                if lexicon is None:
+                    lexicon = (_words(kept), _compounds(kept))
+                joined = join_hyphen(pending, text, *lexicon)
                 if joined is not None:
                     pending = joined[0]
                     if not page_started:  # the page starts inside the joined line

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import ctypes
 import re
+from collections.abc import Callable
 
-from transforms.layout import Line, OutlineEntry, PagedError, PagedText, assemble, in_reading_order
+from transforms.layout import (
+    Line,
+    OutlineEntry,
+    PagedError,
+    PagedText,
+    assemble,
+    column_pieces,
+    in_reading_order,
+)
 
 MAX_OUTLINE_ENTRIES = 20_000
 _LINE = re.compile(r"[^\n\ufffe]+(?:\ufffe|\n|$)|\n")
 BOLD_WEIGHT = 600
 MIN_CHARS_PER_PAGE = 1.0  # fewer letters per page than this: no text layer (scanned)
+GUTTER_EMS = 2.0  # a space wider than this many font sizes may be a gutter between columns
+_SPACES = re.compile(r"\s+")
 
 
 PdfError = PagedError  # reason: encrypted, corrupt_pdf or no_text_layer
@@ -52,6 +63,39 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
     handle = textpage.raw
     left, right, bottom, top = (ctypes.c_double() for _ in range(4))
     lines: list[Line] = []
+    pieces: list[Line] = []  # the lines cut at a gutter-wide space (two columns on one line)
+    width = page.get_width()
+    mid = width / 2
+
+    # bound once: a 2,000-page PDF makes 80,000 lines, four PDFium calls each
+    char_box, font_size, font_weight = (
+        raw.FPDFText_GetCharBox,
+        raw.FPDFText_GetFontSize,
+        raw.FPDFText_GetFontWeight,
+    )
+    refs = (left, right, bottom, top)
+
+    def box(i: int) -> tuple[float, float, float, float]:
+        char_box(handle, i, *refs)
+        return left.value, right.value, bottom.value, top.value
+
+    def make(first: int, last: int, body: str, hyphen: bool) -> Line:
+        x0, _, y_bottom, y_top = box(first)
+        _, x1, bottom1, top1 = box(last)
+        y_top, y_bottom = max(y_top, top1), min(y_bottom, bottom1)
+        size = font_size(handle, first)
+        weight = font_weight(handle, first)
+        return Line(
+            index,
+            body.strip().replace("\x02", "-") + ("-" if hyphen else ""),
+            x0,
+            height - y_top,
+            x1,
+            height - y_bottom,
+            round(size, 1),
+            weight >= BOLD_WEIGHT,
+        )
+
     # PDFium ends a line with \r\n, except after a hyphen that ends a line: it marks that
     # hyphen U+FFFE and runs the lines together. Both end a line here, offsets kept.
     for m in _LINE.finditer(text):
@@ -62,25 +106,28 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
             continue
         first = start + (len(body) - len(body.lstrip()))
         last = start + len(body.rstrip()) - 1
-        raw.FPDFText_GetCharBox(handle, first, left, right, bottom, top)
-        x0, y_top, y_bottom = left.value, top.value, bottom.value
-        raw.FPDFText_GetCharBox(handle, last, left, right, bottom, top)
-        x1 = right.value
-        y_top, y_bottom = max(y_top, top.value), min(y_bottom, bottom.value)
-        size = raw.FPDFText_GetFontSize(handle, first)
-        weight = raw.FPDFText_GetFontWeight(handle, first)
-        lines.append(
-            Line(
-                index,
-                body.strip().replace("\x02", "-") + ("-" if hyphen else ""),
-                x0,
-                height - y_top,
-                x1,
-                height - y_bottom,
-                round(size, 1),
-                weight >= BOLD_WEIGHT,
-            )
-        )
+        line = make(first, last, body, hyphen)
+        lines.append(line)
+        if not (line.x0 < mid < line.x1):
+            pieces.append(line)
+            continue
+        # a line across the middle: two columns' lines at one height run together in
+        # PDFium's text; cut it where a space is wider than a gutter
+        cut_from = first
+        gutter = GUTTER_EMS * max(line.size, 1.0)
+        for space in _SPACES.finditer(text, first, last + 1):
+            a, b = space.start() - 1, space.end()
+            if box(b)[0] - box(a)[1] > gutter:
+                pieces.append(make(cut_from, a, text[cut_from : a + 1], False))
+                cut_from = b
+        if cut_from == first:
+            pieces.append(line)
+        else:
+            pieces.append(make(cut_from, last, text[cut_from : last + 1], hyphen))
+    if len(pieces) > len(lines):
+        columns = column_pieces(pieces, width)
+        if columns is not None:
+            return columns
     return in_reading_order(lines, page.get_width())
 
 
@@ -96,12 +143,16 @@ def outline(pdf) -> list[OutlineEntry]:
     return out
 
 
-def pdf_to_paged_text(data: bytes) -> PagedText:
-    """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError."""
+def pdf_to_paged_text(data: bytes, on_page_count: Callable[[int], None] | None = None) -> PagedText:
+    """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError.
+    `on_page_count` is told the page count before any page is read (the extraction child
+    gives a long PDF more time: `transforms.extract.allow_pages`)."""
     pdfium, raw = _import()
     pdf = open_pdf(data)
     try:
         n_pages = len(pdf)
+        if on_page_count is not None:
+            on_page_count(n_pages)
         pages: list[list[Line]] = []
         labels: list[str] = []
         letters = 0
@@ -116,7 +167,8 @@ def pdf_to_paged_text(data: bytes) -> PagedText:
             finally:
                 textpage.close()
                 page.close()
-            letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
+            if letters < MIN_CHARS_PER_PAGE * n_pages:  # counted until there are enough
+                letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
             pages.append(lines)
             try:
                 labels.append(pdf.get_page_label(i) or "")

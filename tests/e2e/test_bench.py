@@ -202,9 +202,13 @@ def test_nightly(tmp_path: Path) -> None:
 def test_pdf_memory() -> None:
     out = run_bench("pdf_memory.py", "10")
     assert out.splitlines()[0] == "10 pages"
-    line = r"pdf [\d.]+ MB, text [\d.]+ MB, [\d.]+ s; peak RSS (\d+) MB \(after imports (\d+) MB"
+    line = (
+        r"pdf [\d.]+ MB, text [\d.]+ MB, [\d.]+ s \([\d.]+ s CPU[^)]*\); "
+        r"peak RSS (\d+) MB \(after imports (\d+) MB"
+    )
     match = re.search(line, out)
     assert match and int(match[1]) >= int(match[2]) > 0, out
+    assert re.search(r"PDFium's own page and text loading of the same pages: [\d.]+ s CPU", out)
 
 
 def test_pdf_text(tmp_path: Path) -> None:

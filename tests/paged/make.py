@@ -155,3 +155,98 @@ def stream_bomb(megabytes: int = 300) -> bytes:
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         ]
     )
+
+
+def two_column_pdf(table: bool = False) -> bytes:
+    """A page with a title across the top and two columns of 12 lines each that fill their
+    column: the left column's lines say "left line k", the right column's "right line k", at
+    the same heights. With `table`, the page is a two-column table of short cells instead."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    width, height = A4
+    c.setFont("Helvetica-Bold", 14)
+    c.drawString(72, height - 60, "A title set across both columns of the page")
+    c.setFont("Helvetica", 10)
+    for k in range(12):
+        y = height - 100 - 13 * k
+        if table:
+            c.drawString(60, y, f"key {'abcdefghijkl'[k]}")
+            c.drawString(width / 2 + 20, y, f"value {'abcdefghijkl'[k]}")
+            continue
+        c.drawString(60, y, f"left line {k} of the first column, which is prose")
+        c.drawString(width / 2 + 20, y, f"right line {k} of the second column, prose too")
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def contents_and_index_pdf() -> bytes:
+    """Page 1: a table of contents (dot leaders, page numbers); pages 2-4: body text, one
+    section each (BODYPAGE<n>); page 5: a back-of-book index (terms, then page numbers)."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _, height = A4
+    c.setFont("Helvetica-Bold", 16)
+    c.drawString(72, height - 72, "Contents")
+    c.setFont("Helvetica", 11)
+    for k, name in enumerate(["Getting started", "Configuration", "Running the tool"]):
+        y = height - 110 - 18 * k
+        c.drawString(72, y, f"{k + 1} {name} " + "." * 40 + f" {k + 2}")
+    for k, name in enumerate(["Options", "Files", "Environment", "Errors"]):
+        y = height - 170 - 18 * k
+        c.drawString(90, y, f"3.{k + 1} {name} " + "." * 40 + f" {4}")
+    c.showPage()
+    for n in range(2, 5):
+        c.setFont("Helvetica-Bold", 16)
+        c.drawString(72, height - 72, f"{n - 1} Section on page {n}")
+        c.setFont("Helvetica", 11)
+        for k in range(10):
+            words = " ".join(["lorem", "ipsum", "dolor", "amet", "elit"][(k + n) % 5 :])
+            c.drawString(72, height - 110 - 14 * k, f"Body {words} sentence BODYPAGE{n}.")
+        c.showPage()
+    c.setFont("Helvetica-Bold", 16)
+    c.drawString(72, height - 72, "Index")
+    c.setFont("Helvetica", 11)
+    terms = ["alpha option", "beta file", "configuration", "environment, 4", "errors",
+             "files", "options", "running", "tool, starting", "zeta"]  # fmt: skip
+    for k, term in enumerate(terms):
+        c.drawString(72, height - 110 - 14 * k, f"{term}, {2 + k % 3}, {3 + k % 2}")
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def words_pdf(pages: int = 7) -> bytes:
+    """Page n holds a distinct marker word (`page_word(n)`, letters only) in every line, with
+    paragraph breaks and a running footer: every chunk's first character has a known page."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _, height = A4
+    for n in range(1, pages + 1):
+        word = page_word(n)
+        c.setFont("Helvetica", 9)
+        c.drawString(300, 40, f"Page {n}")
+        c.setFont("Helvetica", 11)
+        y = height - 72
+        for k in range(40):
+            if k % 9 == 8:
+                y -= 10  # a paragraph break
+            c.drawString(72, y, f"{word} sentence {k} carries {word} words to the {word} end")
+            y -= 14
+        c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def page_word(n: int) -> str:
+    """The marker word of page n in words_pdf (letters only: no page number to confuse)."""
+    return "pagemark" + "abcdefghijklmnopqrstuvwxyz"[n - 1] * 3
