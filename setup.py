@@ -71,7 +71,7 @@ setup(
         "load": ["psycopg[binary]>=3.1", "pgvector>=0.3", "lancedb>=0.20"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk", "pypdf", "pdfminer.six"],
         # the peer rows of `make eval`; ir-measures: trec_eval's metrics for `evaluate`
-        "eval": ["langchain-text-splitters", "ir-measures"],
+        "eval": ["langchain-text-splitters", "ir-measures", "pypdf"],
     },
     entry_points={"console_scripts": ["corpus-chunker=pipelines.chunk_corpus:main"]},
 )
