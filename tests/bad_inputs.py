@@ -318,6 +318,12 @@ def fake_run(folder: Path) -> list[Path]:
     for f in files:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("x")
+    from transforms.accounting import file_inventory
+
+    # its file list is right (a manifest without one is refused before any shard is read)
+    inventory = file_inventory(str(folder), [str(f) for f in files])
     manifest = folder / "run_manifest.json"
-    manifest.write_text(json.dumps({"config_fingerprint": "abc", "mode": "run"}))
+    manifest.write_text(
+        json.dumps({"config_fingerprint": "abc", "mode": "run", "files": inventory})
+    )
     return [*files, manifest]
