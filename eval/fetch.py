@@ -97,6 +97,16 @@ def select(unpacked: str, patterns: list[str], exclude: Sequence[str] = ()) -> l
     return sorted(matching(patterns) - matching(exclude))
 
 
+def unpack(cache: str, debs: str, package: dict[str, Any]) -> tuple[str, str]:
+    """(the .deb, the folder it is unpacked into, afresh): CACHE/unpacked/<package>."""
+    deb = download(debs, package)
+    unpacked = os.path.join(cache, "unpacked", package["name"])
+    shutil.rmtree(unpacked, ignore_errors=True)
+    os.makedirs(unpacked)
+    subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+    return deb, unpacked
+
+
 def fetch(cache: str) -> dict[str, Any]:
     with open(LOCK, encoding="utf-8") as f:
         lock = json.load(f)
@@ -106,11 +116,7 @@ def fetch(cache: str) -> dict[str, Any]:
     shutil.rmtree(corpus, ignore_errors=True)
     sources = []
     for package in lock["packages"]:
-        deb = download(debs, package)
-        unpacked = os.path.join(cache, "unpacked", package["name"])
-        shutil.rmtree(unpacked, ignore_errors=True)
-        os.makedirs(unpacked)
-        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+        deb, unpacked = unpack(cache, debs, package)
         files = select(unpacked, package["files"], package.get("exclude", []))
         if not files:
             raise SystemExit(f"eval.fetch: no file of {package['name']} matches {package['files']}")
@@ -151,11 +157,7 @@ def fetch_pairs(cache: str) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     sources = []
     for package in pairs:
-        deb = download(debs, package)
-        unpacked = os.path.join(cache, "unpacked", package["name"])
-        shutil.rmtree(unpacked, ignore_errors=True)
-        os.makedirs(unpacked)
-        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
+        deb, unpacked = unpack(cache, debs, package)
         html = select(unpacked, package["html"], package.get("exclude", []))
         if not html or not os.path.isfile(os.path.join(unpacked, package["pdf"])):
             raise SystemExit(f"eval.fetch: {package['name']}: no PDF or no HTML page")
