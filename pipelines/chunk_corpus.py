@@ -53,7 +53,13 @@ from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
 from transforms.embed_stage import Embed
 from transforms.extract import ExtractText
-from transforms.incremental import PreviousRun, ReuseUnchanged, previous_run, read_previous
+from transforms.incremental import (
+    PreviousRun,
+    ReuseUnchanged,
+    previous_run,
+    read_previous,
+    stand_in_previous_run,
+)
 from transforms.read import ReadDocuments, check_patterns, has_wildcard
 from transforms.write import REUSED_CHUNK_ROWS, WriteShards
 
@@ -118,11 +124,14 @@ def build_pipeline(
     config: JobConfig,
     skip_folders: Sequence[str] = (),
     write_to: str | None = None,
+    dry_run: bool = False,
 ) -> JobOutputs:
     """Connect the stages, in the order the data flows through them.
 
     `skip_folders`: folders under the inputs whose files are not read (earlier runs' output);
-    `write_to`: where the run's files go (the staging folder of --output; default --output).
+    `write_to`: where the run's files go (the staging folder of --output; default --output);
+    `dry_run`: only translate the job (DataflowRunner --dry_run): no data path is read, not
+    even --previous_output's manifest, which stands in as a reusable run of this config.
     Boilerplate removal spreads the documents evenly over the workers (after its line counts),
     and chunking, context, counting and embedding fuse with it into one stage.
     """
@@ -133,7 +142,14 @@ def build_pipeline(
     documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
         config.boilerplate, spread=True
     )
-    previous = None if config.estimate else previous_run(config.previous_output, config.fingerprint)
+    if config.estimate:
+        previous = None
+    elif dry_run:
+        previous = stand_in_previous_run(
+            config.previous_output, config.fingerprint, config.embedding.cache_key
+        )
+    else:
+        previous = previous_run(config.previous_output, config.fingerprint)
     tables = read_previous(p, previous) if previous is not None else None
     # documents rejected at reading or extraction for a reason that may pass are kept
     early_rejects = merge("Early rejects", read.rejects, extracted.rejects)
@@ -383,7 +399,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     dry_run = bool(options.view_as(TestOptions).dry_run)
     if dry_run:
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config)
+        build_pipeline(pipeline, config, dry_run=True)
         return _run_with_progress(pipeline, options, config, quiet=True)
     earlier_runs = check_patterns(config.inputs)
     started = time.time()

@@ -23,10 +23,20 @@ from pipelines.run_tables import read_json, read_table
 from pipelines.terminal import for_terminal
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
+# The page is bounded whatever the run's size: a sample of the documents, each cut, a few rows
+# of each list, every value cut (report_page.LABEL_CHARS, HEADER_CHARS); the rest is counted.
 SAMPLES_PER_TYPE = 2
+MAX_SAMPLES = 14  # two of each of the seven document types
+SAMPLE_TEXT_CHARS = 20_000  # a sample document's text is cut here...
+SAMPLE_CHUNKS = 50  # ...or after its 50th chunk, whichever comes first
 EXTREMES = 10
-REJECTS_SHOWN = 500
-SAMPLE_TEXT_CHARS = 40_000  # a longer sample document is shown up to its chunk past this
+REJECTS_SHOWN = 100
+REJECT_KINDS_SHOWN = 50  # (stage, reason) rows
+# The worst case, every character escaped to 5 bytes (&#34;): a sample is at most 20,000
+# characters of text and 50 bars of a 160-character path and a 200-character header, under
+# 210 KB; 14 of them under 2.9 MB; the rejects, changes and extremes tables under 0.8 MB. Real
+# text escapes little: the samples/ run's page is about 0.1 MB.
+PAGE_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -235,15 +245,16 @@ def sample_documents(run: Run, per_type: int = SAMPLES_PER_TYPE) -> list[dict]:
         step = max(1, len(several) // (per_type + 1))
         picks = several[step - 1 :: step][:per_type] if len(several) > per_type else several
         chosen += picks
+    chosen = chosen[:MAX_SAMPLES]
     texts = run.texts(chosen)
     samples = []
     for doc_id in chosen:
         chunks = docs[doc_id]
         text = texts.get(doc_id, "")
         cut_note = ""
-        if len(text) > SAMPLE_TEXT_CHARS:
-            shown = [c for c in chunks if c["start_char"] < SAMPLE_TEXT_CHARS]
-            end = max(c["end_char"] for c in shown)
+        if len(text) > SAMPLE_TEXT_CHARS or len(chunks) > SAMPLE_CHUNKS:
+            shown = [c for c in chunks if c["start_char"] < SAMPLE_TEXT_CHARS][:SAMPLE_CHUNKS]
+            end = min(max((c["end_char"] for c in shown), default=0), SAMPLE_TEXT_CHARS)
             cut_note = f"the first {len(shown)} chunks shown ({end:,} of {len(text):,} characters)"
             chunks, text = shown, text[:end]
         samples.append(
@@ -283,13 +294,15 @@ def write_page(run: Run, rows: Sequence[GroupStats], changes: Any, note: str) ->
     for c in run.chunks:
         if not c.get("is_parent"):
             token_counts.setdefault(c["doc_type"], []).append(int(c["token_count"]))
+    reject_kinds = run_stats.reject_counts(run.rejects)
     html = render_page(
         run=run,
         report=run.report,
         limits=run.limits,
         rows=rows,
         extremes=extremes(run),
-        reject_counts=run_stats.reject_counts(run.rejects),
+        reject_counts=reject_kinds[:REJECT_KINDS_SHOWN],
+        reject_kinds_left_out=max(0, len(reject_kinds) - REJECT_KINDS_SHOWN),
         rejects=run.rejects[:REJECTS_SHOWN],
         rejects_left_out=max(0, len(run.rejects) - REJECTS_SHOWN),
         changes=changes,

@@ -17,6 +17,12 @@ from markupsafe import Markup
 from pipelines.run_stats import GroupStats, Limits, Segment
 
 TEMPLATE = "templates/report.html"  # Jinja2, beside this module (package data)
+# What one value may take on the page: a source, title, type, reason or section path, and a
+# chunk's context header (the tables hold them whole; a path of six 40 KB headings, repeated
+# over every chunk of a sample, made most of a 9.6 MB page).
+LABEL_CHARS = 160
+HEADER_CHARS = 200
+CHANGES_SHOWN = 100  # documents of each list of changes (added, changed, removed)
 
 DEFINITIONS = (
     "At limit: text of at least {at} tokens (95% of the {room} a chunk's text may have once "
@@ -35,6 +41,12 @@ def definitions(limits: Limits) -> str:
     )
 
 
+def cut(value: object, limit: int = LABEL_CHARS) -> str:
+    """`value` as text of at most `limit` characters, an ellipsis marking a cut."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def boundary_markup(text: str, doc_chunks: Sequence[dict], pieces: Sequence[Segment]) -> Markup:
     """The document's text as HTML: a bar where each chunk starts, colours for chunk, overlap
     and text in no chunk."""
@@ -45,10 +57,12 @@ def boundary_markup(text: str, doc_chunks: Sequence[dict], pieces: Sequence[Segm
                 c = doc_chunks[i]
                 if c["start_char"] != seg.start:
                     break
-                path = " › ".join(c["section_path"] or []) or "(no section)"
+                path = cut(" › ".join(c["section_path"] or [])) or "(no section)"
                 head = f"chunk {c['chunk_index']} · {c['token_count']} tokens · {path}"
                 header = (
-                    Markup('<span class="hdr">header: {}</span>').format(c["context"])
+                    Markup('<span class="hdr">header: {}</span>').format(
+                        cut(c["context"], HEADER_CHARS)
+                    )
                     if c.get("context")
                     else ""
                 )
@@ -111,6 +125,7 @@ def render_page(
     reject_counts: Sequence[tuple[str, str, int, str]],
     rejects: Sequence[dict],
     rejects_left_out: int,
+    reject_kinds_left_out: int,
     changes: Any,
     changes_note: str,
     samples: Sequence[dict],
@@ -122,6 +137,7 @@ def render_page(
     from jinja2 import Environment
 
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["label"] = cut  # every value from the tables goes through it
     template = files("pipelines").joinpath(TEMPLATE).read_text(encoding="utf-8")
     return env.from_string(template).render(
         run=run,
@@ -133,6 +149,8 @@ def render_page(
         reject_counts=reject_counts,
         rejects=rejects,
         rejects_left_out=rejects_left_out,
+        reject_kinds_left_out=reject_kinds_left_out,
+        changes_shown=CHANGES_SHOWN,
         changes=changes,
         changes_note=changes_note,
         samples=samples,

@@ -225,11 +225,13 @@ class CachedVectors(beam.PTransform):
         parts = []
         if self.rows is not None:
             parts.append(self.rows | "Previous vectors" >> beam.ParDo(_FromRows(self.dimension)))
-        files = cache_files(self.folder) if self.folder else []
-        if files:
+        if self.folder:
+            # The folder is matched when the job runs, not when it is built: the launcher of
+            # a remote job (or a dry run) reads no data path.
             parts.append(
                 pbegin
-                | "Cache files" >> beam.Create(files)
+                | "Cache folder" >> beam.Create([self.folder])
+                | "Cache files" >> beam.FlatMap(cache_files)
                 | "Spread cache files" >> beam.Reshuffle()
                 | "This model's vectors" >> beam.ParDo(_FromFolder(self.model, self.dimension))
             )

@@ -207,6 +207,17 @@ def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
     return previous
 
 
+def stand_in_previous_run(
+    output: str | None, fingerprint: str, embedding_cache_key: str | None
+) -> PreviousRun | None:
+    """For a dry run, which must read no data path: the run at `output` taken, unread, as a
+    reusable run of this config and model with no shards, so that the translated job holds
+    every stage a real previous run of this config gives (None: none given)."""
+    if not output:
+        return None
+    return PreviousRun(output, fingerprint, embedding_cache_key=embedding_cache_key)
+
+
 def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTables:
     """The previous run's documents (doc_id, source, content_hash) and chunk rows (all
     columns), each read once for every stage that needs them."""

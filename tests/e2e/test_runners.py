@@ -311,10 +311,18 @@ def test_dataflow_dry_run_translates_the_whole_job(runner_corpus, tmp_path):
 
 @pytest.mark.runners
 def test_dataflow_dry_run_does_not_touch_the_data_paths(monkeypatch):
+    """Nothing of --input, --output, --previous_output or --embedding_cache is read or written
+    by a dry run: every GCS access is recorded (and refused), and the translation ends well
+    within the 120 s after which an anonymous GCS read was killed."""
     _require_dataflow()
+    from apache_beam.io.gcp import gcsfilesystem, gcsio
+
     import pipelines.chunk_corpus as job
 
-    def refuse(*args):
+    touched: list[tuple] = []
+
+    def refuse(*args, **kwargs):
+        touched.append(args)
         raise RuntimeError(f"a dry run touched the data paths: {args}")
 
     class NoDataAccess(job.FileSystems):
@@ -323,8 +331,19 @@ def test_dataflow_dry_run_does_not_touch_the_data_paths(monkeypatch):
     monkeypatch.setattr(job, "check_patterns", refuse)
     monkeypatch.setattr(job, "prepare_output", refuse)
     monkeypatch.setattr(job, "FileSystems", NoDataAccess)
+    # Any module's gs:// access goes through GCSFileSystem._gcsIO or a GcsIO of its own.
+    monkeypatch.setattr(gcsfilesystem.GCSFileSystem, "_gcsIO", refuse)
+    monkeypatch.setattr(gcsio.GcsIO, "__init__", refuse)
     data = ["--input", "gs://bucket/docs/*.md", "--output", "gs://bucket/out"]
-    assert run(data + _dataflow_flags()).state == PipelineState.DONE
+    data += ["--previous_output", "gs://bucket/previous", "--embedding_cache", "gs://bucket/cache"]
+    started = time.monotonic()
+    result = run(data + _dataflow_flags())
+    assert result.state == PipelineState.DONE
+    assert time.monotonic() - started < 60
+    assert touched == []
+    # The translated job still has the stages that read them when it runs.
+    stages = {t.unique_name for t in result.job.proto_pipeline.components.transforms.values()}
+    assert {"Read previous documents", "Read previous chunks", "Cached vectors"} <= stages
 
 
 def test_dask_runner_is_refused_with_the_reason(tmp_path):
