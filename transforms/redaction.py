@@ -93,9 +93,10 @@ def redact(message: str, secrets: Iterable[str | None] = ()) -> str:
     for secret in secrets:
         if not secret:
             continue
-        for form in secret_forms(secret):
+        forms = secret_forms(secret)
+        for form in forms:
             message = message.replace(form, MASK)
-        for form in secret_forms(secret):
+        for form in forms:
             for k in range(len(form) - 1, MIN_CUT_PREFIX - 1, -1):
                 if message.endswith(form[:k]):
                     message = message[:-k] + MASK
