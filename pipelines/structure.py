@@ -47,12 +47,14 @@ def check_file(path: str) -> tuple[str, list[Violation]]:
 
     with open(path, "rb") as f:
         data = f.read()
-    html = cut_whitespace_runs(decode(RawDocument(source=path, doc_id=path, data=data)))
+    html = decode(RawDocument(source=path, doc_id=path, data=data))
     tree = trafilatura.load_html(html)
     if tree is None:
         return "unknown", [Violation("lost", "not parseable as HTML")]
     extraction = html_to_markdown(html, path)
-    return generator_of(tree), check_page(tree, extraction.text, extraction.title)
+    # the job cuts whitespace runs once, in the extracted text (extract.extract_document)
+    text = cut_whitespace_runs(extraction.text)
+    return generator_of(tree), check_page(tree, text, extraction.title)
 
 
 def table(rows: dict[str, dict[str, int]], pages: dict[str, int]) -> str:
