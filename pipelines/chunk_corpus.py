@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -61,7 +60,7 @@ from transforms.incremental import (
     stand_in_previous_run,
 )
 from transforms.read import ReadDocuments, check_patterns, has_wildcard
-from transforms.write import REUSED_CHUNK_ROWS, WriteShards
+from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
 
 UNSUPPORTED_RUNNERS = {
     "daskrunner": "Beam 2.77's DaskRunner drops elements emitted in finish_bundle (the Parquet "
@@ -196,9 +195,6 @@ def build_pipeline(
     account = AccountInputs(events, chunks, rejects, written)
     manifest = account | "Account" >> _account(config, write_to, previous, skip_folders)
     return JobOutputs(chunks, documents, rejects, manifest)
-
-
-SHARD_NAME = re.compile(r"part-\d+-of-\d+\.parquet")  # what WriteShards names a table's files
 
 
 def prepare_output(output: str, overwrite: bool, previous_output: str | None = None) -> None:

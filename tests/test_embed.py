@@ -183,6 +183,21 @@ def test_handler_loads_offline_and_gives_normalised_float32_vectors(
 
 
 @pytest.mark.slow
+def test_a_second_run_in_the_process_reuses_the_loaded_model(
+    handler: SentenceTransformerHandler, model: Any, model_path: str
+) -> None:
+    # A new pipeline gets new handlers; the model they name is loaded once per process.
+    again = SentenceTransformerHandler(
+        model_path, DIMENSION, device="cpu", encode_batch_size=2, max_batch_size=8
+    )
+    assert again.load_model() is model
+    int8 = SentenceTransformerHandler(model_path, DIMENSION, device="cpu", backend="onnx-int8")
+    other = int8.load_model()
+    assert other is not model and type(other).__name__ == "OnnxSentenceEncoder"
+    assert handler.load_model() is model  # the two used last are kept
+
+
+@pytest.mark.slow
 def test_identical_text_gives_identical_vectors(
     handler: SentenceTransformerHandler, model: Any
 ) -> None:

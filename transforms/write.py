@@ -1,15 +1,19 @@
-"""Write the chunk, document and reject tables as zstd Parquet shards with explicit schemas."""
+"""Write the chunk, document, reject and change tables as zstd Parquet shards with explicit
+schemas, through Beam's `fileio.WriteToFiles` (one write for the four tables, the table as its
+destination) and a Parquet `FileSink`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io import filebasedsink, parquetio
+from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.parquetio import WriteToParquet
+from apache_beam.options.value_provider import StaticValueProvider
 
 from schemas.arrow import (
     CHANGE_SCHEMA,
@@ -21,23 +25,11 @@ from schemas.arrow import (
     reject_row,
 )
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS
-from schemas.records import Chunk
 from transforms import progress
 from transforms.common import NAMESPACE
 
 # The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
 REUSED_CHUNK_ROWS = "reused_chunk_rows"
-
-
-class _ChunkRows(beam.DoFn):
-    """Chunk -> its row of chunks/, counted (`chunk_rows_written`) as it goes to the sink."""
-
-    def __init__(self) -> None:
-        self.written = progress.counter(NAMESPACE, "chunk_rows_written")
-
-    def process(self, chunk: Chunk) -> Iterator[dict]:
-        self.written.inc()
-        yield chunk_row(chunk)
 
 
 def table_prefix(output: str, table: str) -> str:
@@ -47,25 +39,158 @@ def table_prefix(output: str, table: str) -> str:
 # Columns without min/max statistics: for a 60 MB document text, the statistics alone cost
 # 270 MB of memory while the row group was written, and no reader prunes on a text's range.
 NO_STATISTICS = frozenset({"text", "context", "error"})
+# Rows are turned into Arrow record batches of this many, and a row group is written once its
+# batches hold this many bytes (what Beam's WriteToParquet did here).
+RECORD_BATCH_ROWS = 1000
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+# Where each bundle's files are written before they are renamed to their final names; removed
+# once every table is complete. A killed run leaves it inside its staging folder, which the next
+# run deletes whole (pipelines/staging.py).
+TEMP_FOLDER = ".temp-tables"
 
 
-class _ParquetSinkWithoutTextStatistics(parquetio._ParquetSink):
-    """Beam's Parquet sink, with statistics for every column but NO_STATISTICS."""
+SHARD_NAME = re.compile(r"part-\d+-of-\d+\.parquet")  # a table's file, as shard_name names it
 
-    def open(self, temp_path: str) -> pq.ParquetWriter:
-        self._file_handle = filebasedsink.FileBasedSink.open(self, temp_path)
-        return pq.ParquetWriter(
-            self._file_handle,
-            self._schema,
-            compression=self._codec,
-            use_deprecated_int96_timestamps=self._use_deprecated_int96_timestamps,
-            use_compliant_nested_type=self._use_compliant_nested_type,
-            write_statistics=[n for n in self._schema.names if n not in NO_STATISTICS],
+
+# The progress counter of a table's rows as the Parquet writer takes them.
+COUNTERS = {CHUNKS: "chunk_rows_written"}
+
+
+def shard_name(table: str, index: int, total: int) -> str:
+    """`TABLE/part-SSSSS-of-NNNNN.parquet`, relative to the run folder."""
+    return f"{table}/part-{index:05d}-of-{total:05d}.parquet"
+
+
+class ParquetSink(fileio.FileSink):
+    """Rows (dicts) of one table -> one zstd Parquet file with the table's explicit schema.
+
+    Statistics for every column but NO_STATISTICS. `folder`, the table's final folder, is made
+    when a file is opened: `WriteToFiles` renames its files into place and, on a local disk, a
+    rename into a missing folder fails (and Beam only logs it, at debug level). `counter`: a
+    progress counter of the rows handed to the Parquet writer (`chunk_rows_written`).
+    """
+
+    def __init__(
+        self, schema: pa.Schema, folder: str | None = None, counter: str | None = None
+    ) -> None:
+        self.schema = schema
+        self.folder = folder
+        self.counter = progress.counter(NAMESPACE, counter) if counter else None
+        self._writer: pq.ParquetWriter | None = None
+        self._rows: list[dict] = []
+        self._batches: list[pa.RecordBatch] = []
+        self._batch_bytes = 0
+
+    def open(self, fh: BinaryIO) -> None:
+        if self.folder is not None:
+            _make_folder(self.folder)
+        self._writer = pq.ParquetWriter(
+            fh,
+            self.schema,
+            compression="zstd",
+            write_statistics=[n for n in self.schema.names if n not in NO_STATISTICS],
+        )
+
+    def write(self, record: tuple[str, dict]) -> None:
+        if self.counter is not None:
+            self.counter.inc()
+        self._rows.append(record[1])
+        if len(self._rows) >= RECORD_BATCH_ROWS:
+            self._to_batch()
+        if self._batch_bytes >= ROW_GROUP_BYTES:
+            self._write_row_group()
+
+    def flush(self) -> None:
+        """The rows still held, then the file's footer: `WriteToFiles` calls this once, last."""
+        self._to_batch()
+        self._write_row_group()
+        if self._writer is not None:
+            self._writer.close()  # the footer; the file handle is WriteToFiles' to close
+            self._writer = None
+
+    def _to_batch(self) -> None:
+        if self._rows:
+            batch = pa.RecordBatch.from_pylist(self._rows, schema=self.schema)
+            self._batches.append(batch)
+            self._batch_bytes += batch.nbytes
+            self._rows = []
+
+    def _write_row_group(self) -> None:
+        if self._batches:
+            assert self._writer is not None, "ParquetSink.write after flush"
+            self._writer.write_table(pa.Table.from_batches(self._batches, schema=self.schema))
+            self._batches, self._batch_bytes = [], 0
+
+
+class _CompleteTables(beam.DoFn):
+    """After every file is in place: an empty shard for each table that got no row, the
+    temporary folder removed, and every data file of the run out, by its full path.
+
+    A table is always a folder with at least one file with its schema, so that a reader of an
+    empty table (no rejects tonight) gets the columns, not a missing folder.
+    """
+
+    def __init__(self, output: str, schemas: dict[str, pa.Schema]) -> None:
+        self.output = output
+        self.schemas = schemas
+
+    def process(self, _: None, written: list[str]) -> Iterator[str]:
+        paths = sorted(FileSystems.join(self.output, name) for name in set(written))
+        missing = [p for p in paths if not FileSystems.exists(p)]
+        if missing:  # WriteToFiles logs a failed rename at debug level and goes on
+            raise OSError(f"files the run wrote are not in place: {', '.join(missing[:3])}")
+        tables_written = {name.split("/", 1)[0] for name in written}
+        for table, schema in self.schemas.items():
+            if table in tables_written:
+                continue
+            _make_folder(FileSystems.join(self.output, table))
+            path = FileSystems.join(self.output, shard_name(table, 0, 1))
+            with FileSystems.create(path) as f:
+                pq.write_table(schema.empty_table(), f, compression="zstd")
+            paths.append(path)
+        temp = FileSystems.join(self.output, TEMP_FOLDER)
+        if FileSystems.exists(temp):
+            FileSystems.delete([temp])
+        yield from paths
+
+
+class WriteTables(beam.PTransform):
+    """(table, row) pairs -> `DIR/<table>/part-SSSSS-of-NNNNN.parquet` for each table of
+    `schemas`, through one `fileio.WriteToFiles` whose destination is the table; outputs the
+    full path of every file written, once they are all in place."""
+
+    def __init__(self, output: str, schemas: dict[str, pa.Schema]) -> None:
+        super().__init__()
+        self.output = output
+        self.schemas = schemas
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        output, schemas = self.output, self.schemas
+        written = (
+            rows
+            | "Write files"
+            >> fileio.WriteToFiles(
+                path=output,
+                destination=_table_of,
+                sink=lambda table: ParquetSink(
+                    schemas[table], FileSystems.join(output, table), COUNTERS.get(table)
+                ),
+                file_naming=_file_naming,
+                temp_directory=StaticValueProvider(str, FileSystems.join(output, TEMP_FOLDER)),
+            )
+            | "File names" >> beam.Map(lambda result: result.file_name)
+        )
+        return (
+            rows.pipeline
+            | "Once" >> beam.Create([None])
+            | "Complete tables"
+            >> beam.ParDo(_CompleteTables(output, schemas), beam.pvalue.AsList(written))
         )
 
 
 class WriteTable(beam.PTransform):
-    """Rows (already dicts) -> `DIR/<table>/part-SSSSS-of-NNNNN.parquet`; outputs file names."""
+    """Rows (dicts) of one table -> `DIR/<table>/part-SSSSS-of-NNNNN.parquet`; outputs the
+    files' paths."""
 
     def __init__(self, output: str, table: str, schema: pa.Schema) -> None:
         super().__init__()
@@ -74,21 +199,17 @@ class WriteTable(beam.PTransform):
         self.schema = schema
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        write = WriteToParquet(
-            table_prefix(self.output, self.table),
-            schema=self.schema,
-            codec="zstd",
-            file_name_suffix=".parquet",
-            record_batch_size=1000,
-            row_group_buffer_size=16 * 1024 * 1024,
+        table = self.table
+        return (
+            rows
+            | f"{table} rows" >> beam.Map(lambda row: (table, row))
+            | f"Write {table}" >> WriteTables(self.output, {table: self.schema})
         )
-        # WriteToParquet takes no statistics setting: its sink gets the one open() that does
-        write._sink.__class__ = _ParquetSinkWithoutTextStatistics
-        return rows | f"Write {self.table}" >> write
 
 
 class WriteShards(beam.PTransform):
-    """Chunks, documents and rejects to their Parquet tables; returns the written files."""
+    """Chunks, documents, rejects and changes to their Parquet tables, in one write
+    (`WriteTables`); returns the written files."""
 
     def __init__(self, output: str, embedding_dim: int | None, write_chunks: bool = True) -> None:
         super().__init__()
@@ -97,28 +218,40 @@ class WriteShards(beam.PTransform):
         self.write_chunks = write_chunks
 
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
-        written = []
-        if self.write_chunks:
-            rows = tables[CHUNKS] | "Chunk rows" >> beam.ParDo(_ChunkRows())
-            if REUSED_CHUNK_ROWS in tables:  # incremental: rows copied from the last run
-                rows = (rows, tables[REUSED_CHUNK_ROWS]) | "New and reused" >> beam.Flatten()
-            written.append(
-                rows
-                | "Chunks table"
-                >> WriteTable(self.output, CHUNKS, chunk_schema(self.embedding_dim))
-            )
-        written.append(
-            tables[DOCUMENTS]
-            | "Document rows" >> beam.Map(document_row)
-            | "Documents table" >> WriteTable(self.output, DOCUMENTS, DOCUMENT_SCHEMA)
-        )
-        written.append(
-            tables[REJECTS]
-            | "Reject rows" >> beam.Map(reject_row)
-            | "Rejects table" >> WriteTable(self.output, REJECTS, REJECT_SCHEMA)
-        )
+        schemas = {DOCUMENTS: DOCUMENT_SCHEMA, REJECTS: REJECT_SCHEMA}
+        tagged = [
+            tables[DOCUMENTS] | "Document rows" >> beam.Map(lambda d: (DOCUMENTS, document_row(d))),
+            tables[REJECTS] | "Reject rows" >> beam.Map(lambda r: (REJECTS, reject_row(r))),
+        ]
         if self.write_chunks:  # an --estimate changes nothing
-            written.append(
-                tables[CHANGES] | "Changes table" >> WriteTable(self.output, CHANGES, CHANGE_SCHEMA)
+            schemas[CHUNKS] = chunk_schema(self.embedding_dim)
+            schemas[CHANGES] = CHANGE_SCHEMA
+            tagged.append(
+                tables[CHUNKS] | "Chunk rows" >> beam.Map(lambda c: (CHUNKS, chunk_row(c)))
             )
-        return tuple(written) | "All written files" >> beam.Flatten()
+            if REUSED_CHUNK_ROWS in tables:  # incremental: rows copied from the last run
+                tagged.append(
+                    tables[REUSED_CHUNK_ROWS] | "Reused rows" >> beam.Map(lambda r: (CHUNKS, r))
+                )
+            tagged.append(tables[CHANGES] | "Change rows" >> beam.Map(lambda r: (CHANGES, r)))
+        return tagged | "All rows" >> beam.Flatten() | "Tables" >> WriteTables(self.output, schemas)
+
+
+def _make_folder(folder: str) -> None:
+    """`folder` made if missing (a no-op on object stores); another bundle may make it first."""
+    try:
+        if not FileSystems.exists(folder):
+            FileSystems.mkdirs(folder)
+    except OSError:
+        if not FileSystems.exists(folder):
+            raise
+
+
+def _table_of(record: tuple[str, dict]) -> str:
+    return record[0]
+
+
+def _file_naming(
+    window: Any, pane: Any, shard_index: int, total_shards: int, compression: str, destination: str
+) -> str:
+    return shard_name(destination, shard_index, total_shards)

@@ -1,0 +1,95 @@
+"""transforms/write.py: the tables through one `fileio.WriteToFiles`, read back as written."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that
+
+from transforms import write
+from transforms.write import ParquetSink, WriteTable, WriteTables
+
+SCHEMAS = {
+    "notes": pa.schema([("id", pa.string()), ("text", pa.string()), ("n", pa.int64())]),
+    "empty": pa.schema([("id", pa.string()), ("score", pa.float32())]),
+}
+
+
+def _run(output: str, rows: list[tuple[str, dict]]) -> list[str]:
+    """Runs WriteTables; its output (checked to be every file in the run folder) sorted."""
+    options = PipelineOptions(["--runner=FnApiRunner"])
+    with beam.Pipeline(options=options) as p:
+        written = p | beam.Create(rows) | WriteTables(output, SCHEMAS)
+        assert_that(written, equal_to_files_in(output))
+    return sorted(glob.glob(os.path.join(output, "*", "*")))
+
+
+def equal_to_files_in(output: str):
+    def check(paths: list[str]) -> None:
+        on_disk = sorted(glob.glob(os.path.join(output, "**"), recursive=True))
+        files = [p for p in on_disk if os.path.isfile(p)]
+        assert sorted(paths) == files, (paths, on_disk)
+
+    return check
+
+
+def test_every_table_is_written_an_empty_one_as_one_empty_shard(tmp_path) -> None:
+    out = str(tmp_path / "run")
+    rows = [("notes", {"id": f"n{i}", "text": "word " * i, "n": i}) for i in range(2500)]
+    files = _run(out, rows)
+    names = sorted(os.path.relpath(f, out) for f in files)
+    assert [n.split("/")[0] for n in names].count("empty") == 1
+    assert all(write.SHARD_NAME.fullmatch(n.split("/")[1]) for n in names), names
+    assert sorted(os.listdir(out)) == ["empty", "notes"]  # the temporary folder is gone
+    notes = pq.read_table(os.path.join(out, "notes"))
+    assert notes.schema == SCHEMAS["notes"]
+    assert sorted(notes.column("id").to_pylist()) == sorted(r["id"] for _, r in rows)
+    empty = pq.read_table(os.path.join(out, "empty"))
+    assert empty.num_rows == 0 and empty.schema == SCHEMAS["empty"]
+
+
+def test_text_columns_have_no_statistics_and_the_rest_do(tmp_path) -> None:
+    out = str(tmp_path / "run")
+    files = _run(out, [("notes", {"id": "a", "text": "x" * 1000, "n": 1})])
+    (shard,) = [f for f in files if "/notes/" in f]
+    meta = pq.ParquetFile(shard).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+    columns = {meta.row_group(0).column(i).path_in_schema: i for i in range(3)}
+    assert meta.row_group(0).column(columns["text"]).statistics is None
+    assert meta.row_group(0).column(columns["id"]).statistics is not None
+
+
+def test_a_file_the_write_reports_but_that_is_not_in_place_fails_the_job(tmp_path) -> None:
+    complete = write._CompleteTables(str(tmp_path), SCHEMAS)
+    with pytest.raises(OSError, match=r"not in place: .*notes/part-00000-of-00001\.parquet"):
+        list(complete.process(None, ["notes/part-00000-of-00001.parquet"]))
+
+
+def test_one_table_alone(tmp_path) -> None:
+    out = str(tmp_path / "run")
+    options = PipelineOptions(["--runner=FnApiRunner"])
+    with beam.Pipeline(options=options) as p:
+        rows = p | beam.Create([{"id": "a", "score": 0.5}])
+        rows | WriteTable(out, "scores", SCHEMAS["empty"])
+    assert os.listdir(out) == ["scores"]  # and no temporary folder
+    assert pq.read_table(os.path.join(out, "scores")).to_pylist() == [{"id": "a", "score": 0.5}]
+
+
+def test_the_sink_writes_a_row_group_per_buffer_of_batches(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(write, "ROW_GROUP_BYTES", 1)  # every record batch closes a row group
+    monkeypatch.setattr(write, "RECORD_BATCH_ROWS", 10)
+    sink = ParquetSink(SCHEMAS["notes"], str(tmp_path / "notes"))
+    with open(tmp_path / "f.parquet", "wb") as fh:
+        sink.open(fh)
+        for i in range(25):
+            sink.write(("notes", {"id": str(i), "text": "t", "n": i}))
+        sink.flush()
+    assert (tmp_path / "notes").is_dir()  # the table's folder, for the rename into place
+    meta = pq.ParquetFile(tmp_path / "f.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 10, 5]
