@@ -22,7 +22,7 @@ SAMPLES = [
 
 BAD_CHUNKING = [
     *(f"--strategy_{t}=fixed" for t in ("html", "markdown", "code", "text")),
-    "--chunk_size=16",
+    "--chunk_size=24",
     "--chunk_overlap=0",
     "--context=none",
 ]
