@@ -19,7 +19,15 @@ from apache_beam.testing.util import assert_that, equal_to
 from schemas.arrow import CHUNK_COLUMNS, chunk_schema
 from schemas.columns import CHUNKS
 from schemas.records import stable_hash
-from tests.load_runs import DIM, chunk, write_run
+from tests.load_runs import (
+    DIM,
+    assert_qdrant_holds,
+    chunk,
+    create_qdrant_collection,
+    vector,
+    write_run,
+    write_to_qdrant,
+)
 from transforms.beam_chunks import (
     UUID,
     FromBeamChunks,
@@ -173,72 +181,14 @@ def test_beam_chunks_are_written_back_by_the_jobs_writer(tmp_path: Path) -> None
 # --- Beam's Qdrant writer, Qdrant's local mode -----------------------------------------------
 
 
-def qdrant_points(path: str, collection: str) -> dict[str, object]:
-    """chunk_id -> the point Qdrant's local store at `path` holds (payload and vector)."""
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=path)
-    try:
-        points, _ = client.scroll(collection, limit=10_000, with_vectors=True)
-    finally:
-        client.close()
-    return {p.payload["chunk_id"]: p for p in points}
-
-
-def create_qdrant_collection(path: str, collection: str, dim: int) -> None:
-    """The collection as the docs create it: one named dense vector, cosine."""
-    from qdrant_client import QdrantClient, models
-
-    client = QdrantClient(path=path)
-    try:
-        client.create_collection(
-            collection,
-            vectors_config={
-                "dense": models.VectorParams(size=dim, distance=models.Distance.COSINE)
-            },
-        )
-    finally:
-        client.close()
-
-
-def write_to_qdrant(run: str, path: str, collection: str) -> None:
-    """The docs' example: a run read as Beam Chunks, written by Beam's Qdrant writer."""
-    from apache_beam.ml.rag.ingestion.base import VectorDatabaseWriteTransform
-    from apache_beam.ml.rag.ingestion.qdrant import (
-        QdrantConnectionParameters,
-        QdrantWriteConfig,
-    )
-
-    config = QdrantWriteConfig(
-        connection_params=QdrantConnectionParameters.local(path), collection_name=collection
-    )
-    with beam.Pipeline() as p:
-        _ = (
-            p
-            | "Read the run" >> ReadBeamChunks(run, ids=UUID)
-            | "Write to Qdrant" >> VectorDatabaseWriteTransform(config)
-        )
-
-
-def assert_qdrant_holds(path: str, collection: str, rows: list[dict]) -> None:
-    """Qdrant holds every chunk of `rows` with a vector, by its UUID id, with its metadata."""
-    points = qdrant_points(path, collection)
-    embedded = [r for r in rows if r["embedding"] is not None]
-    assert sorted(points) == sorted(r["chunk_id"] for r in embedded)
-    for row in embedded:
-        point = points[row["chunk_id"]]
-        assert uuid.UUID(str(point.id)).hex == row["chunk_id"]
-        for name in ("doc_id", "text", "section_path", "page_start", "page_end", "source"):
-            assert point.payload[name] == row[name], name
-        assert np.allclose(point.vector["dense"], row["embedding"], atol=1e-6)
-
-
 @pytest.mark.slow
 def test_a_run_goes_into_qdrant_through_beams_own_writer(tmp_path: Path) -> None:
     pytest.importorskip("qdrant_client", reason="pip install -e .[qdrant]")
     from qdrant_client import QdrantClient
 
-    rows = _rows()
+    # a chunk_id of decimal digits alone: Beam's writer would make it an integer past 2**64
+    digits = _rows()[4] | {"chunk_id": "1" * 32, "text": "gamma", "embedding": vector(99)}
+    rows = [*_rows(), digits]
     run = write_run(str(tmp_path / "run"), rows, "run-1")
     path = str(tmp_path / "qdrant")
     create_qdrant_collection(path, "chunks", DIM)

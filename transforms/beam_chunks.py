@@ -24,9 +24,9 @@ from schemas.records import CONTEXT_JOINER
 from transforms.common import NAMESPACE
 
 # How a Beam Chunk's `id` is made from chunk_id: as it is (Milvus, BigQuery, AlloyDB take any
-# string), or as the UUID that its 32 hex digits spell (Qdrant takes only UUIDs and integers;
-# Beam's Qdrant writer turns an id of decimal digits alone into an integer, which a 128-bit
-# chunk_id of digits alone, about 1 in 3.4 million, would overflow).
+# string), or as the UUID that its 32 hex digits spell, for Qdrant, whose point ids are UUIDs
+# or unsigned 64-bit integers: Beam's Qdrant writer turns an id of decimal digits alone into
+# an integer, and a chunk_id of digits alone (about 1 in 3.4 million) is far past 2**64.
 CHUNK_ID = "chunk_id"
 UUID = "uuid"
 ID_FORMATS = (CHUNK_ID, UUID)

