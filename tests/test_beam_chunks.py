@@ -12,6 +12,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.ml.rag.types import Chunk, Content, Embedding
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -37,6 +38,7 @@ from transforms.beam_chunks import (
     from_beam_chunk,
     to_beam_chunk,
 )
+from transforms.common import NAMESPACE
 from transforms.write import WriteTable
 
 
@@ -138,15 +140,23 @@ def test_read_beam_chunks_reads_a_run_leaving_parents_out_unless_asked(tmp_path:
     rows = _rows()
     run = write_run(str(tmp_path / "run"), rows, "run-1")
     children = [r["chunk_id"] for r in rows if not r["is_parent"]]
-    with TestPipeline() as p:
-        ids = p | "Read" >> ReadBeamChunks(run, batch_size=2) | "Ids" >> beam.Map(lambda c: c.id)
-        assert_that(ids, equal_to(children))
-        every = (
-            p
-            | "Read all" >> ReadBeamChunks(run, parents=True)
-            | "All ids" >> beam.Map(lambda c: c.metadata["chunk_id"])
-        )
-        assert_that(every, equal_to([r["chunk_id"] for r in rows]), label="with parents")
+    p = TestPipeline()
+    ids = p | "Read" >> ReadBeamChunks(run, batch_size=2) | "Ids" >> beam.Map(lambda c: c.id)
+    assert_that(ids, equal_to(children))
+    every = (
+        p
+        | "Read all" >> ReadBeamChunks(run, parents=True)
+        | "All ids" >> beam.Map(lambda c: c.metadata["chunk_id"])
+    )
+    assert_that(every, equal_to([r["chunk_id"] for r in rows]), label="with parents")
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    counted: dict[str, int] = {}
+    for c in counters:  # one counter per step
+        counted[c.key.metric.name] = counted.get(c.key.metric.name, 0) + c.committed
+    # both reads made every chunk; the first left the parent out, and counted it
+    assert counted == {"beam_chunks": len(children) + len(rows), "beam_chunks_parents_left_out": 1}
     with pytest.raises(ValueError, match="batch_size=0"):
         ReadBeamChunks(run, batch_size=0)
 

@@ -1,6 +1,7 @@
 """The nightly recipe end to end: the real job builds a run and rebuilds it against the first
 (an edit, an addition, a deletion); `load` puts each into PostgreSQL and LanceDB, which then
-hold exactly the rebuild's chunks."""
+hold exactly the rebuild's chunks. And docs/beam_rag.md's examples, run as written: the same
+runs into Qdrant through Beam's own writer, and embedded again by Beam's embedder."""
 
 from __future__ import annotations
 
