@@ -25,7 +25,7 @@ COPY constraints.txt setup.py /tmp/corpus-chunker/
 COPY pipelines /tmp/corpus-chunker/pipelines
 COPY transforms /tmp/corpus-chunker/transforms
 COPY schemas /tmp/corpus-chunker/schemas
-RUN pip install --no-cache-dir -c /tmp/corpus-chunker/constraints.txt "/tmp/corpus-chunker[load]" \
+RUN pip install --no-cache-dir -c /tmp/corpus-chunker/constraints.txt "/tmp/corpus-chunker[load,qdrant]" \
     && rm -rf /tmp/corpus-chunker
 
 # OMP_NUM_THREADS=1: Dataflow runs one SDK process per vCPU, and torch would otherwise give

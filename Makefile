@@ -28,7 +28,7 @@ $(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install $(PIP_QUIET) -U pip
 	$(PIP) install $(PIP_QUIET) "torch==2.13.0" -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install $(PIP_QUIET) -c constraints.txt -e ".[gcp,dev,load]"
+	$(PIP) install $(PIP_QUIET) -c constraints.txt -e ".[gcp,dev,load,qdrant]"
 	$(PY) -c "from transforms.chunking.tokens import seed_tiktoken_cache; print('tiktoken files in', seed_tiktoken_cache())"
 	touch $(STAMP)
 

@@ -69,6 +69,9 @@ setup(
         ],
         # `corpus-chunker load`: PostgreSQL/pgvector and LanceDB
         "load": ["psycopg[binary]>=3.1", "pgvector>=0.3", "lancedb>=0.20"],
+        # Beam's own Qdrant writer (apache_beam.ml.rag.ingestion.qdrant) for ReadBeamChunks'
+        # output; its local mode is what the tests write into
+        "qdrant": ["qdrant-client>=1.20,<1.21"],
         "bench": ["langchain-text-splitters", "chonkie", "semchunk", "pypdf", "pdfminer.six"],
         # the peer rows of `make eval`; ir-measures: trec_eval's metrics for `evaluate`
         "eval": ["langchain-text-splitters", "ir-measures", "pypdf"],

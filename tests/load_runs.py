@@ -1,9 +1,11 @@
-"""Run folders built by hand (pyarrow), and what a store holds, for the `load` tests."""
+"""Run folders built by hand (pyarrow), and what a store holds, for the `load` tests and
+those of Beam's own Qdrant writer."""
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 import zlib
 from collections.abc import Sequence
 
@@ -158,3 +160,69 @@ def store_state(spec: StoreSpec) -> LoadState:
         return store.state()
     finally:
         store.close()
+
+
+# --- Qdrant's local mode, written by Beam's own writer (transforms/beam_chunks.py) ---------
+
+
+def qdrant_points(path: str, collection: str) -> dict[str, object]:
+    """chunk_id -> the point Qdrant's local store at `path` holds (payload and vector)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=path)
+    try:
+        points, _ = client.scroll(collection, limit=10_000, with_vectors=True)
+    finally:
+        client.close()
+    return {p.payload["chunk_id"]: p for p in points}
+
+
+def create_qdrant_collection(path: str, collection: str, dim: int) -> None:
+    """The collection as the docs create it: one named dense vector, cosine."""
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(path=path)
+    try:
+        client.create_collection(
+            collection,
+            vectors_config={
+                "dense": models.VectorParams(size=dim, distance=models.Distance.COSINE)
+            },
+        )
+    finally:
+        client.close()
+
+
+def write_to_qdrant(run: str, path: str, collection: str) -> None:
+    """The docs' example: a run read as Beam Chunks, written by Beam's Qdrant writer."""
+    import apache_beam as beam
+    from apache_beam.ml.rag.ingestion.base import VectorDatabaseWriteTransform
+    from apache_beam.ml.rag.ingestion.qdrant import (
+        QdrantConnectionParameters,
+        QdrantWriteConfig,
+    )
+
+    from transforms.beam_chunks import UUID, ReadBeamChunks
+
+    config = QdrantWriteConfig(
+        connection_params=QdrantConnectionParameters.local(path), collection_name=collection
+    )
+    with beam.Pipeline() as p:
+        _ = (
+            p
+            | "Read the run" >> ReadBeamChunks(run, ids=UUID)
+            | "Write to Qdrant" >> VectorDatabaseWriteTransform(config)
+        )
+
+
+def assert_qdrant_holds(path: str, collection: str, rows: list[dict]) -> None:
+    """Qdrant holds every chunk of `rows` with a vector, by its UUID id, with its metadata."""
+    points = qdrant_points(path, collection)
+    embedded = [r for r in rows if r["embedding"] is not None]
+    assert sorted(points) == sorted(r["chunk_id"] for r in embedded)
+    for row in embedded:
+        point = points[row["chunk_id"]]
+        assert point.id == str(uuid.UUID(hex=row["chunk_id"]))  # a UUID, never an integer
+        for name in ("doc_id", "text", "section_path", "page_start", "page_end", "source"):
+            assert point.payload[name] == row[name], name
+        assert np.allclose(point.vector["dense"], row["embedding"], atol=1e-6)
