@@ -20,6 +20,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given
 from hypothesis import strategies as st
+from urllib3.util.retry import Retry
 
 from schemas.records import Chunk, Document, content_hash
 from transforms.chunking.tokens import make_tokenizer
@@ -38,6 +39,7 @@ from transforms.context import (
     llm_cost_usd,
     parse_retry_after,
     path_header,
+    retry_policy,
 )
 from transforms.context.stage import _Counters, _with_header
 from transforms.token_budget import TokenBudget
@@ -428,6 +430,16 @@ def test_llm_connection_refused_fails_after_retries(cl100k) -> None:
     assert outcome.context is None and outcome.requests == 3 and len(sleeps) == 2
 
 
+def test_the_retries_are_urllib3s_retry_policy(server) -> None:
+    """Issue 26, item 8: which answers are retried, and how often, is urllib3's Retry, not a
+    hand-written rule."""
+    policy = retry_policy(llm_config(server, llm_max_retries=3))
+    assert isinstance(policy, Retry) and policy.total == 3
+    assert all(policy.is_retry("POST", status) for status in (429, 500, 502, 503, 504))
+    assert not any(policy.is_retry("POST", status) for status in (400, 401, 404, 422))
+    assert policy.is_retry("POST", 413, has_retry_after=True)  # urllib3: a temporary 413
+
+
 def test_backoff_is_exponential_and_seedable() -> None:
     first = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
     again = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
@@ -437,6 +449,7 @@ def test_backoff_is_exponential_and_seedable() -> None:
     assert backoff_delay(20, 1.0, 3.0, random.Random(0)) <= 3.0
     assert parse_retry_after("2") == 2.0 and parse_retry_after(None) is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert parse_retry_after("soon") is None
 
 
 def test_cache_makes_a_rerun_free(server, cl100k, tmp_path) -> None:

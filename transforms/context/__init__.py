@@ -26,6 +26,7 @@ from transforms.context.llm import (
     clean_llm_line,
     make_session,
     parse_retry_after,
+    retry_policy,
 )
 from transforms.context.path import (
     FittedHeader,
@@ -58,5 +59,6 @@ __all__ = [
     "make_session",
     "parse_retry_after",
     "path_header",
+    "retry_policy",
     "truncate_tokens",
 ]
