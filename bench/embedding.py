@@ -92,25 +92,23 @@ def _raw_documents() -> Iterator:
 
 def collect_chunks(n: int, model_path: str) -> list:
     """The first `n` chunks of the real corpus, with path headers and token counts set."""
-    from transforms.budget import BudgetConfig, ChunkBudget
+    from transforms.budget import ChunkBudget
     from transforms.chunking.routing import ChunkingConfig, DocumentChunker
-    from transforms.chunking.tokens import make_tokenizer
-    from transforms.context import CONTEXT_JOINER, fit_header, path_header
+    from transforms.context import HeaderFitter, path_header
     from transforms.extract import ExtractError, extract_document
     from transforms.html import html_to_markdown
+    from transforms.token_budget import TokenBudget, header_reserve
 
-    config = ChunkingConfig(
+    budget = TokenBudget(
         chunk_size=CHUNK_SIZE,
         chunk_overlap=32,
-        header_reserve=HEADER_TOKENS + len(CONTEXT_JOINER),
+        header_reserve=header_reserve("path", HEADER_TOKENS, HEADER_TOKENS),
         model_tokenizer=model_path,
         model_max_tokens=256,
-        model_header_reserve=16,
-        config_fingerprint="bench",
     )
-    chunker = DocumentChunker(config)
-    cl100k = make_tokenizer("cl100k_base")
-    budget = ChunkBudget(BudgetConfig("cl100k_base", model_path, 256))
+    chunker = DocumentChunker(ChunkingConfig(budget=budget, config_fingerprint="bench"))
+    fitter = HeaderFitter.for_budget(budget)
+    counter = ChunkBudget(budget, "cl100k_base")
     chunks = []
     for raw in _raw_documents():
         try:
@@ -118,9 +116,14 @@ def collect_chunks(n: int, model_path: str) -> list:
         except ExtractError:
             continue
         for chunk in chunker.chunk_document(doc):
-            header = fit_header(path_header(chunk), chunk.text, CHUNK_SIZE, cl100k, HEADER_TOKENS)
-            chunk = dataclasses.replace(chunk, context=header, context_source="path")
-            chunks.append(budget.apply(chunk)[0])
+            fitted = fitter.fit(path_header(chunk), chunk.text, chunk.token_count, HEADER_TOKENS)
+            chunk = dataclasses.replace(
+                chunk,
+                context=fitted.context,
+                context_source="path",
+                model_tokens=fitted.model_tokens,
+            )
+            chunks.append(counter.apply(chunk))
         if len(chunks) >= n:
             break
     return chunks[:n]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import io
 import json
@@ -51,7 +52,7 @@ from pipelines.chunk_corpus import run
 from pipelines.options import config_from_options
 from schemas.arrow import DOCUMENT_SCHEMA, chunk_row, chunk_schema, document_row
 from schemas.records import Document, RawDocument
-from transforms.budget import BudgetConfig, ChunkBudget
+from transforms.budget import ChunkBudget
 from transforms.chunking.routing import DocumentChunker
 from transforms.extract import ExtractError, extract_document
 from transforms.html import html_to_markdown
@@ -315,20 +316,18 @@ def time_plain_loop(paths: list[str], flags: list[str], out: str | None = None) 
     cpu_before = time.process_time()
     started = time.perf_counter()
     chunker = DocumentChunker(config.chunking)
-    budget = ChunkBudget(
-        BudgetConfig(
-            pricing_tokenizer=config.pricing_tokenizer, chunk_tokenizer=config.chunking.tokenizer
-        )
-    )
+    # the pricing counts only, as before the budget held the model (its word pieces uncounted)
+    unmodelled = dataclasses.replace(config.budget, model_tokenizer=None, model_max_tokens=None)
+    budget = ChunkBudget(unmodelled, config.pricing_tokenizer)
     chunk_rows: list[dict] = []
     doc_rows: list[dict] = []
     for doc in documents(paths):
         chunks, _ = chunker.chunk_document_counted(doc)
         if out is not None:
-            if config.pricing_tokenizer != config.chunking.tokenizer:
+            if config.pricing_tokenizer != config.budget.tokenizer:
                 budget.pricing.count(doc.text)
             doc_rows.append(document_row(doc))
-            chunk_rows += [chunk_row(budget.apply(chunk)[0]) for chunk in chunks]
+            chunk_rows += [chunk_row(budget.apply(chunk)) for chunk in chunks]
     if out is not None:
         os.makedirs(out, exist_ok=True)
         for name, rows, schema in (

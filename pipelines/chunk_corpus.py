@@ -158,8 +158,10 @@ def build_pipeline(
     chunked = rebuild.changed | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer
     )
-    with_context = chunked.by_document | "Add context" >> AddContext(config.context)
-    counted = with_context | "Count chunk tokens" >> CountChunkTokens(config.budget)
+    with_context = chunked.by_document | "Add context" >> AddContext(config.context, config.budget)
+    counted = with_context | "Count chunk tokens" >> CountChunkTokens(
+        config.budget, config.pricing_tokenizer
+    )
     cached = _cached_vectors(p, config, previous, rebuild.other_rows)
     embedded = counted | "Embed chunks" >> Embed(
         config.embedding, config.embeds, cached, count_duplicates=config.estimate

@@ -14,7 +14,6 @@ from pipelines.sizes import byte_size_flag
 from schemas.records import DOC_TYPES
 from transforms.accounting import Pricing
 from transforms.boilerplate import BoilerplateConfig
-from transforms.budget import BudgetConfig
 from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
 from transforms.chunking.tokens import (
     TIKTOKEN_ENCODINGS,
@@ -22,7 +21,7 @@ from transforms.chunking.tokens import (
     bpe_version,
     resolve_engine,
 )
-from transforms.context import ContextConfig, reserved_tokens
+from transforms.context import ContextConfig
 from transforms.fingerprint import (
     CONFIG_VERSION,
     FINGERPRINT_KEYS,
@@ -31,6 +30,7 @@ from transforms.fingerprint import (
 from transforms.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.read import ReadConfig, has_wildcard, literal_folder
+from transforms.token_budget import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_OVERLAP, TokenBudget
 
 
 class ChunkCorpusOptions(PipelineOptions):
@@ -77,8 +77,9 @@ class ChunkCorpusOptions(PipelineOptions):
         g.add_argument(
             "--chunk_size",
             type=int,
-            default=192,
-            help="Hard maximum tokens per chunk, context header included (default 192: "
+            default=DEFAULT_CHUNK_SIZE,
+            help=f"Hard maximum tokens per chunk, context header included (default "
+            f"{DEFAULT_CHUNK_SIZE}: "
             "with the default header room, chunks of the default model stay under its 256 "
             "word pieces; longer ones are split further, never truncated).",
         )
@@ -86,8 +87,8 @@ class ChunkCorpusOptions(PipelineOptions):
             "--chunk_overlap",
             type=int,
             default=None,
-            help="Tokens shared by neighbouring prose chunks (default: 32, or a quarter of "
-            "the room left after the context header when that is smaller).",
+            help=f"Tokens shared by neighbouring prose chunks (default: {DEFAULT_MAX_OVERLAP}, "
+            "or a quarter of the room left after the context header when that is smaller).",
         )
         g.add_argument(
             "--tokenizer",
@@ -324,9 +325,8 @@ class JobConfig:
 
     read: ReadConfig
     output: str
-    chunking: ChunkingConfig
+    chunking: ChunkingConfig  # with the run's TokenBudget (`budget`)
     context: ContextConfig
-    budget: BudgetConfig
     embedding: EmbeddingConfig
     pricing: Pricing
     boilerplate: BoilerplateConfig
@@ -365,6 +365,11 @@ class JobConfig:
             raise ValueError(
                 f"--extract_timeout_s must be >= 0 (0: no limit), got {self.extract_timeout_s}"
             )
+
+    @property
+    def budget(self) -> TokenBudget:
+        """The run's token limits: the chunk, context and count stages all get this one."""
+        return self.chunking.budget
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -423,9 +428,6 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     )
     context = ContextConfig(
         mode=o.context,
-        chunk_size=o.chunk_size,
-        tokenizer=o.tokenizer,
-        chunk_tokenizer=o.tokenizer,  # the chunker's: chunks come with their count in it
         max_header_tokens=o.context_max_tokens,
         llm_base_url=o.llm_base_url,
         llm_model=o.llm_model,
@@ -439,10 +441,15 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         llm_cache_dir=o.llm_cache_dir,
         timeout_s=o.context_timeout_s,
     )
-    reserve = reserved_tokens(context)
-    overlap = o.chunk_overlap
-    if overlap is None:
-        overlap = max(0, min(32, (o.chunk_size - reserve) // 4))
+    # Every token limit, checked here, before the model is built or loaded below.
+    budget = TokenBudget.from_flags(
+        chunk_size=o.chunk_size,
+        chunk_overlap=o.chunk_overlap,
+        tokenizer=o.tokenizer,
+        header_reserve=context.header_reserve,
+        model_tokenizer=embedding.model if embedding.path else None,
+        model_max_tokens=embedding.max_seq_length if embedding.path else None,
+    )
     boilerplate = BoilerplateConfig(
         enabled=o.boilerplate == "on",
         min_docs=o.boilerplate_min_docs,
@@ -450,6 +457,14 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         tokenizer=o.pricing_tokenizer,
     )
     strategies = {t: getattr(o, f"strategy_{t}") for t in DOC_TYPES}
+    # Checked before the model too; the fingerprint, which needs the model's id, comes after.
+    chunking = ChunkingConfig(
+        budget=budget,
+        strategies=strategies,
+        parent_chunk_size=o.parent_chunk_size,
+        token_engine=o.token_engine,
+        timeout_s=o.chunk_timeout_s,
+    )
     if embedding.path is not None:
         # Last of the checks: it may build the ONNX model (once), whose hash the id carries.
         from apache_beam.options.pipeline_options import StandardOptions
@@ -471,8 +486,8 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     # Everything that changes the output goes into the fingerprint (not paths, runner, price).
     settings = {
         "config_version": CONFIG_VERSION,
-        "chunk_size": o.chunk_size,
-        "chunk_overlap": overlap,
+        "chunk_size": budget.chunk_size,
+        "chunk_overlap": budget.chunk_overlap,
         "tokenizer": o.tokenizer,
         "strategies": strategies,
         "parent_chunk_size": o.parent_chunk_size,
@@ -490,34 +505,12 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     token_engine = resolve_engine(o.token_engine, o.tokenizer)
     if token_engine == "bpe":
         token_engine = f"bpe (rs-bpe {bpe_version()})"
-    model = embedding.model if embedding.path else None
-    chunking = ChunkingConfig(
-        chunk_size=o.chunk_size,
-        chunk_overlap=overlap,
-        tokenizer=o.tokenizer,
-        strategies=strategies,
-        header_reserve=reserve,
-        parent_chunk_size=o.parent_chunk_size,
-        model_tokenizer=model,
-        model_max_tokens=embedding.max_seq_length,
-        # Room in the model's word pieces for at least a short header; a longer header is
-        # shortened to fit (transforms/budget.py), the chunk text never is.
-        model_header_reserve=min(2 * reserve, 16),
-        config_fingerprint=fingerprint,
-        token_engine=o.token_engine,
-        timeout_s=o.chunk_timeout_s,
-    )
+    chunking = dataclasses.replace(chunking, config_fingerprint=fingerprint)
     return JobConfig(
         read=read,
         output=_absolute(o.output) if o.output else "",
         chunking=chunking,
         context=context,
-        budget=BudgetConfig(
-            pricing_tokenizer=o.pricing_tokenizer,
-            model_tokenizer=model,
-            model_max_tokens=embedding.max_seq_length,
-            chunk_tokenizer=o.tokenizer,
-        ),
         embedding=embedding,
         pricing=Pricing(
             price_per_million_tokens=o.price_per_million_tokens,
@@ -537,7 +530,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             "config_fingerprint": fingerprint,
             "token_engine": o.token_engine,
             # Tokens a chunk's text may have once the header's room is taken (`inspect` reads it)
-            "chunk_text_room": chunking.body_size,
+            "chunk_text_room": budget.body_size,
             # What the flag means on the launcher (workers resolve it the same way, and fall
             # back to tiktoken, with a warning, only where rs-bpe is missing or disagrees).
             "token_engine_on_launcher": token_engine,

@@ -37,6 +37,7 @@ from transforms.extract import (
 )
 from transforms.html import HtmlTooDeep, html_to_markdown
 from transforms.read import _ReadFileFn, check_patterns
+from transforms.token_budget import TokenBudget
 
 # --- Typo'd flags ---------------------------------------------------------------------------
 
@@ -316,7 +317,9 @@ def test_a_pricing_count_that_panics_is_a_reject_not_a_failed_job():
 
     text = "# Title\n\n" + PROSE + " " * 1_000_000 + "x\n"
     doc = Document("d", "spaces.md", "markdown", text, content_hash(text))
-    fn = _ChunkFn(ChunkingConfig(chunk_size=256, tokenizer="o200k_base"), "cl100k_base")
+    fn = _ChunkFn(
+        ChunkingConfig(budget=TokenBudget(chunk_size=256, tokenizer="o200k_base")), "cl100k_base"
+    )
     fn.setup()
     (out,) = list(fn.process(doc))
     reject = out.value

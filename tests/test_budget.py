@@ -5,10 +5,11 @@ import dataclasses
 import pytest
 
 from schemas.records import Document, content_hash
-from transforms.budget import BudgetConfig, ChunkBudget
+from transforms.budget import ChunkBudget
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import make_tokenizer
 from transforms.context import path_header
+from transforms.token_budget import TokenBudget
 
 PROSE = "\n\n".join(
     f"Paragraph {i} explains one idea: it has a second sentence, and a third one. Naïve café "
@@ -62,29 +63,32 @@ def documents() -> list[Document]:
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_reused_counts_equal_full_counts(name):
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, chunk_overlap=8, tokenizer=name))
+    chunker = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=64, chunk_overlap=8, tokenizer=name))
+    )
     chunks = [c for doc in documents() for c in chunker.chunk_document(doc)]
     # Code chunks keep their indentation: texts that start with spaces are covered.
     assert any(c.text[0] == " " for c in chunks)
     tok = make_tokenizer(name)
-    reusing = ChunkBudget(BudgetConfig(pricing_tokenizer=name, chunk_tokenizer=name))
-    counting = ChunkBudget(BudgetConfig(pricing_tokenizer=name))
+    reusing = ChunkBudget(chunker.budget, name)
+    assert reusing.reuse_counts
     for chunk in chunks:
         for context in (None, "", path_header(chunk), *HEADERS):
             c = dataclasses.replace(chunk, context=context)
-            got, _ = reusing.apply(c)
-            assert got == counting.apply(c)[0]
+            got = reusing.apply(c)
             assert got.embed_tokens == tok.count(c.embed_text())
+            assert got.context_tokens == (tok.count(context) if context else 0)
 
 
 def test_another_pricing_tokenizer_counts_whole():
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, tokenizer="cl100k_base"))
+    chunker = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=64, tokenizer="cl100k_base"))
+    )
     chunks = [c for doc in documents() for c in chunker.chunk_document(doc)]
     o200k = make_tokenizer("o200k_base")
-    budget = ChunkBudget(
-        BudgetConfig(pricing_tokenizer="o200k_base", chunk_tokenizer="cl100k_base")
-    )
+    budget = ChunkBudget(chunker.budget, "o200k_base")
+    assert not budget.reuse_counts
     for chunk in chunks:
         for context in (None, path_header(chunk)):
             c = dataclasses.replace(chunk, context=context)
-            assert budget.apply(c)[0].embed_tokens == o200k.count(c.embed_text())
+            assert budget.apply(c).embed_tokens == o200k.count(c.embed_text())

@@ -20,6 +20,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given
 from hypothesis import strategies as st
+from urllib3.util.retry import Retry
 
 from schemas.records import Chunk, Document, content_hash
 from transforms.chunking.tokens import make_tokenizer
@@ -29,6 +30,7 @@ from transforms.context import (
     ELLIPSIS,
     AddContext,
     ContextConfig,
+    HeaderFitter,
     LLMContextCache,
     LLMContextClient,
     backoff_delay,
@@ -37,9 +39,12 @@ from transforms.context import (
     llm_cost_usd,
     parse_retry_after,
     path_header,
-    reserved_tokens,
+    retry_policy,
 )
 from transforms.context.stage import _Counters, _with_header
+from transforms.token_budget import TokenBudget
+
+LLM_BUDGET = TokenBudget(chunk_size=128)  # the budget the LLM stage tests fit headers to
 
 DOCUMENT = (
     "# Widget Manual\n\nThe widget frobs gadgets.\n\n## Installation\n\nRun the installer.\n\n"
@@ -154,7 +159,6 @@ def server() -> Iterator[ChatServer]:
 def llm_config(server: ChatServer, **overrides: object) -> ContextConfig:
     params: dict = {
         "mode": "llm",
-        "chunk_size": 128,
         "llm_base_url": server.base_url,
         "llm_model": MODEL,
         "llm_timeout_s": 0.3,
@@ -180,7 +184,8 @@ def make_chunk(text: str, index: int = 0, **fields: object) -> Chunk:
         "text": text,
         "start_char": 0,
         "end_char": len(text),
-        "token_count": 0,
+        # as the chunker gives it: the header is fitted with this count of the text
+        "token_count": make_tokenizer("cl100k_base", "tiktoken").count(text),
         "section_path": ("Widget Manual", "Installation"),
         "strategy": "recursive",
         "config_fingerprint": "f",
@@ -205,7 +210,6 @@ class Sleeps(list):
         ({"mode": "fancy"}, "--context"),
         ({"mode": "llm", "llm_model": "m"}, "llm_base_url"),
         ({"mode": "llm", "llm_base_url": "http://x/v1"}, "llm_model"),
-        ({"mode": "path", "chunk_size": 30}, "--chunk_size"),
         ({"max_header_tokens": 0}, "--context_max_tokens"),
         ({"llm_timeout_s": 0}, "llm_timeout_s"),
         ({"llm_max_retries": -1}, "llm_max_retries"),
@@ -219,11 +223,11 @@ def test_config_rejects_bad_values(kwargs: dict, field: str) -> None:
         ContextConfig(**kwargs)
 
 
-def test_reserved_tokens_and_cost() -> None:
-    assert reserved_tokens(ContextConfig(mode="none")) == 0
-    assert reserved_tokens(ContextConfig(mode="path", max_header_tokens=20)) == 22
+def test_header_reserve_and_cost() -> None:
+    assert ContextConfig(mode="none").header_reserve == 0
+    assert ContextConfig(mode="path", max_header_tokens=20).header_reserve == 22
     llm = ContextConfig(mode="llm", llm_base_url="http://h/v1", llm_model="m", llm_price_in=3.0)
-    assert reserved_tokens(llm) == 66
+    assert llm.header_reserve == 66
     assert llm_cost_usd(1_000_000, 0, llm) == pytest.approx(3.0)
     assert llm_cost_usd(0, 500_000, ContextConfig(llm_price_out=15.0)) == pytest.approx(7.5)
 
@@ -326,20 +330,24 @@ def test_headers_fitted_with_the_chunks_own_counts_are_the_same() -> None:
         "    def stop(self):\n        pass\n"
     )
     source = Document("d2", "src/widget.py", "code", code, content_hash(code), "python")
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=16))
+    chunker = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=16)))
     chunks = chunker.chunk_document(document) + chunker.chunk_document(source)
+    # chunks of up to 24 tokens: fitted to 16, no header fits them
+    chunks += DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=24))).chunk_document(
+        document
+    )
     assert any(c.text.startswith(" ") for c in chunks)  # code keeps its indentation
     tokenizer = make_tokenizer("cl100k_base")
     counters = _Counters()
     line = "This chunk about frobbing is from the Widget Manual, section Installation."
     outcomes = set()  # None: no header fits; True: the whole header; False: a cut one
-    for size in (14, 16, 24, 40):
-        config = ContextConfig("path", chunk_size=size, max_header_tokens=4)
-        reusing = dataclasses.replace(config, chunk_tokenizer="cl100k_base")
+    for size in (16, 20, 24, 40):
+        fitter = HeaderFitter(TokenBudget(chunk_size=size), tokenizer)
         for chunk in chunks:
-            for header, cap in ((path_header(chunk), config.max_header_tokens), (line, None)):
-                got = _with_header(chunk, header, "path", reusing, tokenizer, counters, cap)
-                assert got == _with_header(chunk, header, "path", config, tokenizer, counters, cap)
+            for header, cap in ((path_header(chunk), 4), (line, None)):
+                got = _with_header(chunk, header, "path", fitter, counters, cap)
+                alone = fit_header(header, chunk.text, size, tokenizer, cap)  # text encoded again
+                assert got.context == alone
                 outcomes.add(None if got.context is None else got.context == header)
     assert outcomes == {None, True, False}
 
@@ -422,6 +430,16 @@ def test_llm_connection_refused_fails_after_retries(cl100k) -> None:
     assert outcome.context is None and outcome.requests == 3 and len(sleeps) == 2
 
 
+def test_the_retries_are_urllib3s_retry_policy(server) -> None:
+    """Issue 26, item 8: which answers are retried, and how often, is urllib3's Retry, not a
+    hand-written rule."""
+    policy = retry_policy(llm_config(server, llm_max_retries=3))
+    assert isinstance(policy, Retry) and policy.total == 3
+    assert all(policy.is_retry("POST", status) for status in (429, 500, 502, 503, 504))
+    assert not any(policy.is_retry("POST", status) for status in (400, 401, 404, 422))
+    assert policy.is_retry("POST", 413, has_retry_after=True)  # urllib3: a temporary 413
+
+
 def test_backoff_is_exponential_and_seedable() -> None:
     first = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
     again = [backoff_delay(a, 1.0, 100.0, random.Random(7)) for a in range(5)]
@@ -431,6 +449,7 @@ def test_backoff_is_exponential_and_seedable() -> None:
     assert backoff_delay(20, 1.0, 3.0, random.Random(0)) <= 3.0
     assert parse_retry_after("2") == 2.0 and parse_retry_after(None) is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert parse_retry_after("soon") is None
 
 
 def test_cache_makes_a_rerun_free(server, cl100k, tmp_path) -> None:
@@ -510,7 +529,7 @@ def check_llm_output(chunks: list[Chunk]) -> None:
 def test_add_context_llm_pipeline_counts_and_caches(server, tmp_path, concurrency: int) -> None:
     config = llm_config(server, llm_cache_dir=str(tmp_path), llm_concurrency=concurrency)
     p = BeamTestPipeline()
-    out = p | beam.Create(pipeline_input()) | AddContext(config)
+    out = p | beam.Create(pipeline_input()) | AddContext(config, LLM_BUDGET)
     assert_that(out, check_llm_output)
     counters = counters_of(p.run())
     assert counters["context_headers"] == 5
@@ -523,7 +542,7 @@ def test_add_context_llm_pipeline_counts_and_caches(server, tmp_path, concurrenc
 
     before = server.request_count
     p = BeamTestPipeline()
-    out = p | beam.Create(pipeline_input()) | AddContext(config)
+    out = p | beam.Create(pipeline_input()) | AddContext(config, LLM_BUDGET)
     assert_that(out, check_llm_output)
     counters = counters_of(p.run())
     # Only the chunk whose LLM call failed asks again; every other answer comes from the cache.
@@ -539,7 +558,11 @@ def check_all_llm(chunks: list[Chunk]) -> None:
 def test_add_context_llm_sends_requests_concurrently(server) -> None:
     chunks = [make_chunk(f"PAUSE part {i}.", i) for i in range(6)]
     p = BeamTestPipeline()
-    out = p | beam.Create([(DOCUMENT, chunks)]) | AddContext(llm_config(server, llm_concurrency=3))
+    out = (
+        p
+        | beam.Create([(DOCUMENT, chunks)])
+        | AddContext(llm_config(server, llm_concurrency=3), LLM_BUDGET)
+    )
     assert_that(out, check_all_llm)
     p.run()
     assert 1 < server.max_active <= 3
@@ -556,7 +579,11 @@ def check_path_output(chunks: list[Chunk]) -> None:
 
 def test_add_context_path_pipeline() -> None:
     p = BeamTestPipeline()
-    out = p | beam.Create(pipeline_input()) | AddContext(ContextConfig("path", chunk_size=64))
+    out = (
+        p
+        | beam.Create(pipeline_input())
+        | AddContext(ContextConfig("path"), TokenBudget(chunk_size=64))
+    )
     assert_that(out, check_path_output)
     counters = counters_of(p.run())
     assert counters["context_headers"] == 5 and counters["header_tokens"] > 0
@@ -565,7 +592,7 @@ def test_add_context_path_pipeline() -> None:
 def test_add_context_none_passes_chunks_through() -> None:
     expected = [c for _, chunks in pipeline_input() for c in chunks]
     p = BeamTestPipeline()
-    out = p | beam.Create(pipeline_input()) | AddContext(ContextConfig("none"))
+    out = p | beam.Create(pipeline_input()) | AddContext(ContextConfig("none"), TokenBudget())
     assert_that(out, equal_to(expected))
     p.run()
 
@@ -656,8 +683,9 @@ def test_path_headers_stop_at_the_documents_time_limit(monkeypatch) -> None:
         dataclasses.replace(_chunk_with_headings(("Install",), "Guide"), chunk_id=f"c{i}")
         for i in range(20)
     ]
-    config = ContextConfig(mode="path", chunk_size=192, timeout_s=0.2)
-    fn = stage._PathContextFn(config)
+    config = ContextConfig(mode="path", timeout_s=0.2)
+    budget = TokenBudget(chunk_size=192)
+    fn = stage._PathContextFn(config, budget)
     fn.setup()
     out = list(fn.process(("document", chunks)))
     assert [c.chunk_id for c in out] == [c.chunk_id for c in chunks]
@@ -668,7 +696,7 @@ def test_path_headers_stop_at_the_documents_time_limit(monkeypatch) -> None:
         c.context_source is None and c.text == chunks[0].text for c in out[len(with_header) :]
     )
     # 0: no limit, every chunk gets its header
-    fn = stage._PathContextFn(dataclasses.replace(config, timeout_s=0))
+    fn = stage._PathContextFn(dataclasses.replace(config, timeout_s=0), budget)
     fn.setup()
     assert all(c.context for c in fn.process(("document", chunks[:6])))
 

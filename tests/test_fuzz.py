@@ -20,6 +20,7 @@ from transforms.chunking.code import SUPPORTED_LANGUAGES
 from transforms.chunking.routing import STRATEGIES, strategy_class
 from transforms.chunking.tokens import make_tokenizer
 from transforms.extract import ExtractError, _html_to_markdown, extract_document
+from transforms.token_budget import TokenBudget
 
 # Strategies that need no model (the semantic one embeds sentences: its limits are tested with
 # the model in tests/chunking/test_semantic.py).
@@ -119,7 +120,10 @@ def _document_chunker(size: int):
 
     if size not in _chunkers:
         _chunkers[size] = DocumentChunker(
-            ChunkingConfig(chunk_size=size, chunk_overlap=size // 8, timeout_s=TIME_BUDGET_S)
+            ChunkingConfig(
+                budget=TokenBudget(chunk_size=size, chunk_overlap=size // 8),
+                timeout_s=TIME_BUDGET_S,
+            )
         )
     return _chunkers[size]
 

@@ -134,7 +134,6 @@ def cl100k():
 def client(server: BadServer, case: str, cl100k, **overrides: object) -> LLMContextClient:
     params: dict = {
         "mode": "llm",
-        "chunk_size": 128,
         "llm_base_url": server.url(case),
         "llm_model": "m",
         "llm_timeout_s": 2.0,

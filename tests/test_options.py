@@ -38,11 +38,36 @@ def test_bad_flag_is_named(flags, message):
         config(*flags)
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--chunk_overlap=90"], "--chunk_overlap=90"),
+        (["--chunk_overlap=-1"], "--chunk_overlap"),
+        (["--context=none", "--chunk_size=12"], "--chunk_size=12"),
+        (["--chunk_size=40"], "--chunk_size=40"),
+        (["--parent_chunk_size=100"], "--parent_chunk_size=100"),
+        (["--chunk_timeout_s=-1"], "--chunk_timeout_s"),
+    ],
+)
+def test_a_bad_token_budget_fails_before_the_model_is_built(monkeypatch, flags, message):
+    """Issue 26: --chunk_overlap, the text room of --chunk_size and the other chunking flags
+    were checked after prepare_model had built or loaded the ONNX model (about 15 s cold)."""
+    import transforms.embed_setup
+
+    def too_early(*args, **kwargs):
+        raise AssertionError("the embedding model was prepared before the token flags were checked")
+
+    monkeypatch.setattr(transforms.embed_setup, "prepare_model", too_early)
+    monkeypatch.setattr(transforms.embed_setup, "check_device", too_early)
+    with pytest.raises(ValueError, match=message):
+        config(*flags)
+
+
 def test_defaults_are_valid_and_fingerprinted():
     c = config("--embedding_model=none")
-    assert c.chunking.chunk_size == 192
-    assert c.chunking.chunk_overlap == 32
-    assert c.chunking.header_reserve == 34
+    assert c.budget is c.chunking.budget
+    assert (c.budget.chunk_size, c.budget.chunk_overlap, c.budget.header_reserve) == (192, 32, 34)
+    assert c.budget.model_tokenizer is None and c.budget.model_max_tokens is None
     assert len(c.fingerprint) == 16
     assert (
         c.fingerprint

@@ -27,6 +27,7 @@ from transforms.layout import (
     page_of,
     running_lines,
 )
+from transforms.token_budget import TokenBudget
 
 pytest.importorskip("reportlab")
 
@@ -60,7 +61,7 @@ def test_pdf_pages_headings_and_running_lines():
 
 def test_every_chunk_has_the_page_of_its_markers():
     doc = _extract("m.pdf", marked_pdf(6))
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=60))
+    chunker = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=60)))
     chunks = chunker.chunk_document(doc)
     assert len(chunks) > 6
     for c in chunks:
@@ -102,7 +103,9 @@ def test_every_chunk_starts_on_the_page_of_its_first_character(chunk_size):
     pages = 7
     doc = _extract("w.pdf", words_pdf(pages))
     assert doc.page_count == pages and doc.page_starts is not None
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=chunk_size)).chunk_document(doc)
+    chunks = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=chunk_size))
+    ).chunk_document(doc)
     assert len(chunks) > pages
     words = [page_word(n) for n in range(1, pages + 1)]
     for c in chunks:
@@ -150,7 +153,7 @@ def test_docx_headings_lists_tables():
     assert "# Installation\n" in doc.text and "## Requirements\n" in doc.text
     assert "- Python 3.11\n- A C compiler\n" in doc.text
     assert "| Name | Value |\n|---|---|\n| alpha | 1 |" in doc.text
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=20)).chunk_document(doc)
+    chunks = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=20))).chunk_document(doc)
     assert all(c.page_start is None for c in chunks)
     assert ("Installation", "Requirements") in {c.section_path for c in chunks}
 
@@ -207,7 +210,7 @@ def test_a_split_table_repeats_its_header_row_in_every_piece():
     rows = "".join(f"| row {i} | value number {i} of the long table |\n" for i in range(60))
     text = "# Data\n\nThe table:\n\n| Name | Value |\n|---|---|\n" + rows + "\nAfter.\n"
     doc = extract_document(RawDocument("t.md", "id", text.encode()), None)
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=64)).chunk_document(doc)
+    chunks = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64))).chunk_document(doc)
     pieces = [c for c in chunks if "| row " in c.text]
     assert len(pieces) > 3
     for c in pieces:

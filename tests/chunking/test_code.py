@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from transforms.chunking.base import ChunkSpan
 from transforms.chunking.code import SUPPORTED_LANGUAGES, CodeChunker
 from transforms.chunking.tokens import TiktokenTokenizer
+from transforms.token_budget import TokenBudget
 
 STDLIB = "/root/.pyenv/versions/3.11.7/lib/python3.11"
 
@@ -574,10 +575,12 @@ def test_real_code_with_overlap_starts_every_chunk_at_a_line_start(size: int, ov
         pytest.skip(f"the real sources are not here: {OVERLAP_FILES}")
     chunker = DocumentChunker(
         ChunkingConfig(
-            chunk_size=size,
-            chunk_overlap=overlap,
-            model_tokenizer="default",
-            model_max_tokens=256,
+            budget=TokenBudget(
+                chunk_size=size,
+                chunk_overlap=overlap,
+                model_tokenizer="default",
+                model_max_tokens=256,
+            )
         )
     )
     n = 0

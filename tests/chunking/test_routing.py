@@ -12,6 +12,7 @@ from transforms import accounting
 from transforms.chunking.routing import ChunkDocuments, ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import get_tiktoken_encoding, make_tokenizer
 from transforms.embed import resolve_model_path
+from transforms.token_budget import TokenBudget
 
 TEXT = "\n\n".join(
     f"Paragraph {i} explains one idea in detail. It has a second sentence, and a third one."
@@ -27,10 +28,12 @@ def doc(text, doc_type="text", language=None, doc_id="d1"):
 
 
 def test_strategy_table_and_override():
-    default = DocumentChunker(ChunkingConfig(chunk_size=64))
+    default = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64)))
     assert {c.strategy for c in default.chunk_document(doc(TEXT))} == {"recursive"}
     assert {c.strategy for c in default.chunk_document(doc(MARKDOWN, "markdown"))} == {"markdown"}
-    fixed = DocumentChunker(ChunkingConfig(chunk_size=64, strategies={"text": "fixed"}))
+    fixed = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=64), strategies={"text": "fixed"})
+    )
     assert {c.strategy for c in fixed.chunk_document(doc(TEXT))} == {"fixed"}
 
 
@@ -38,22 +41,24 @@ def test_bad_strategy_and_sizes_name_the_flag():
     with pytest.raises(ValueError, match="--strategy_text='semantic-ish'"):
         ChunkingConfig(strategies={"text": "semantic-ish"})
     with pytest.raises(ValueError, match="--chunk_overlap=40"):
-        ChunkingConfig(chunk_size=64, chunk_overlap=40)
+        ChunkingConfig(budget=TokenBudget(chunk_size=64, chunk_overlap=40))
     with pytest.raises(ValueError, match="--parent_chunk_size=64"):
-        ChunkingConfig(chunk_size=64, parent_chunk_size=64)
+        ChunkingConfig(budget=TokenBudget(chunk_size=64), parent_chunk_size=64)
     with pytest.raises(ValueError, match="header"):
-        ChunkingConfig(chunk_size=40, header_reserve=34)
+        ChunkingConfig(budget=TokenBudget(chunk_size=40, header_reserve=34))
 
 
 def test_header_reserve_leaves_room():
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=96, header_reserve=34)).chunk_document(
-        doc(TEXT)
-    )
+    chunks = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=96, header_reserve=34))
+    ).chunk_document(doc(TEXT))
     assert max(c.token_count for c in chunks) <= 96 - 34
 
 
 def test_parent_child_small_to_big():
-    config = ChunkingConfig(chunk_size=48, parent_chunk_size=256, config_fingerprint="f")
+    config = ChunkingConfig(
+        budget=TokenBudget(chunk_size=48), parent_chunk_size=256, config_fingerprint="f"
+    )
     chunks = DocumentChunker(config).chunk_document(doc(MARKDOWN, "markdown"))
     parents = {c.chunk_id: c for c in chunks if c.is_parent}
     children = [c for c in chunks if not c.is_parent]
@@ -75,9 +80,13 @@ def test_model_guard_splits_what_the_model_would_truncate():
     code = "\n".join(
         f"x_{i}_valueOfSomethingLong = compute_{i}(aVeryLongArgumentName)" for i in range(60)
     )
-    plain = ChunkingConfig(chunk_size=200, strategies={"code": "code"})
+    plain = ChunkingConfig(budget=TokenBudget(chunk_size=200), strategies={"code": "code"})
+    # a path header's room of 8 tokens keeps 16 word pieces free: 128 - 2 - 16 for the text
     guarded = ChunkingConfig(
-        chunk_size=200, model_tokenizer=model, model_max_tokens=128, model_header_reserve=16
+        budget=TokenBudget(
+            chunk_size=208, header_reserve=8, model_tokenizer=model, model_max_tokens=128
+        ),
+        strategies={"code": "code"},
     )
     d = doc(code, "code", "python")
     wp = make_tokenizer(f"hf:{model}")
@@ -88,8 +97,8 @@ def test_model_guard_splits_what_the_model_would_truncate():
 
 
 def test_chunk_ids_are_stable_and_config_bound():
-    a = DocumentChunker(ChunkingConfig(chunk_size=64, config_fingerprint="one"))
-    b = DocumentChunker(ChunkingConfig(chunk_size=64, config_fingerprint="two"))
+    a = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64), config_fingerprint="one"))
+    b = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64), config_fingerprint="two"))
     ids_a = [c.chunk_id for c in a.chunk_document(doc(TEXT))]
     assert ids_a == [c.chunk_id for c in a.chunk_document(doc(TEXT))]
     assert not set(ids_a) & {c.chunk_id for c in b.chunk_document(doc(TEXT))}
@@ -100,7 +109,7 @@ def test_an_edit_keeps_the_ids_of_the_chunks_it_did_not_touch():
     """A sentence more at the top of a page: its first chunk changes; the chunks after it have
     the same texts, new offsets and the same ids. Identical texts get distinct ids, and the
     same text in another document another id."""
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, chunk_overlap=0))
+    chunker = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64, chunk_overlap=0)))
     before = chunker.chunk_document(doc(TEXT))
     after = chunker.chunk_document(doc("One sentence more. " + TEXT))
     assert before[0].chunk_id != after[0].chunk_id
@@ -122,7 +131,9 @@ def test_chunk_documents_transform_with_a_failing_document():
     empty = Document("empty", "/c/empty", "text", "", "h")
     with TestPipeline() as p:
         result = (
-            p | beam.Create([good, broken, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64))
+            p
+            | beam.Create([good, broken, empty])
+            | ChunkDocuments(ChunkingConfig(budget=TokenBudget(chunk_size=64)))
         )
         assert_that(
             result.by_document | beam.Map(lambda item: (item[1][0].doc_id, len(item[1]) > 5)),
@@ -138,7 +149,9 @@ def test_chunk_documents_transform_with_a_failing_document():
 
 @pytest.mark.parametrize("parent_chunk_size", [None, 256])
 def test_chunk_document_counted_counts_the_whole_document(parent_chunk_size):
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=64, parent_chunk_size=parent_chunk_size))
+    chunker = DocumentChunker(
+        ChunkingConfig(budget=TokenBudget(chunk_size=64), parent_chunk_size=parent_chunk_size)
+    )
     encoding = get_tiktoken_encoding("cl100k_base")
     for d in (doc(TEXT), doc(MARKDOWN, "markdown"), doc("   \n", doc_id="blank")):
         chunks, n_tokens = chunker.chunk_document_counted(d)
@@ -163,7 +176,8 @@ def test_both_token_engines_give_the_same_chunks_on_the_samples(tokenizer):
         fast, slow = (
             DocumentChunker(
                 ChunkingConfig(
-                    chunk_size=size, chunk_overlap=overlap, tokenizer=tokenizer, token_engine=e
+                    budget=TokenBudget(chunk_size=size, chunk_overlap=overlap, tokenizer=tokenizer),
+                    token_engine=e,
                 )
             )
             for e in ("bpe", "tiktoken")
@@ -184,7 +198,9 @@ def test_doc_events_carry_the_documents_pricing_tokens(pricing):
     ]
     with TestPipeline() as p:
         result = (
-            p | beam.Create([*docs, empty]) | ChunkDocuments(ChunkingConfig(chunk_size=64), pricing)
+            p
+            | beam.Create([*docs, empty])
+            | ChunkDocuments(ChunkingConfig(budget=TokenBudget(chunk_size=64)), pricing)
         )
         assert_that(result.events, equal_to(expected))
 
@@ -196,7 +212,7 @@ def test_a_document_over_the_chunk_time_limit_is_a_reject_and_the_others_go_on()
         result = (
             p
             | beam.Create([small, big])
-            | ChunkDocuments(ChunkingConfig(chunk_size=64, timeout_s=1e-9))
+            | ChunkDocuments(ChunkingConfig(budget=TokenBudget(chunk_size=64), timeout_s=1e-9))
         )
         assert_that(
             result.documents | beam.Map(lambda d: d.doc_id), equal_to(["small"]), label="docs"
@@ -211,7 +227,7 @@ def test_a_document_over_the_chunk_time_limit_is_a_reject_and_the_others_go_on()
 def test_the_time_limit_is_checked_inside_the_chunkers():
     from transforms.chunking.split import ChunkTimeout, time_limit
 
-    chunker = DocumentChunker(ChunkingConfig(chunk_size=64))
+    chunker = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64)))
     for d in (doc(TEXT * 50), doc(MARKDOWN * 50, "markdown")):
         with pytest.raises(ChunkTimeout), time_limit(1e-9):
             chunker.chunk_document(d)

@@ -10,6 +10,7 @@ from transforms.chunking.sentence_window import (
     WINDOW,
     SentenceWindowChunker,
 )
+from transforms.token_budget import TokenBudget
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "markdown" / "node-path.md"
 
@@ -56,7 +57,9 @@ def test_windows_hold_their_sentence_and_its_neighbours(cl100k) -> None:
 def test_the_job_writes_each_window_as_its_sentences_parent() -> None:
     text = SAMPLE.read_text(encoding="utf-8")
     document = Document("d1", "/c/path.md", "markdown", text, content_hash(text))
-    config = ChunkingConfig(chunk_size=64, strategies={"markdown": "sentence_window"})
+    config = ChunkingConfig(
+        budget=TokenBudget(chunk_size=64), strategies={"markdown": "sentence_window"}
+    )
     assert config.emits_parents and not ChunkingConfig().emits_parents
     chunks = DocumentChunker(config).chunk_document(document)
     parents = {c.chunk_id: c for c in chunks if c.is_parent}

@@ -15,6 +15,8 @@ from typing import ClassVar
 from transforms.chunking.split import fit, trim
 from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 
+# The smallest chunk size the splitters work to (a chunker's own argument check). The job's
+# flags have their floor in transforms/token_budget.py, which holds every limit of a run.
 MIN_CHUNK_SIZE = 8
 # A chunk under this fraction of the chunk size is small: a title with its one-line purpose,
 # a heading alone, a section's short tail. Structure-aware chunkers join it to a neighbour

@@ -29,7 +29,7 @@ from transforms.chunking.tokens import (
 )
 from transforms.common import NAMESPACE, REJECTS
 from transforms.layout import page_of
-from transforms.models import resolve_model_path
+from transforms.token_budget import TokenBudget
 
 DOCUMENTS = "documents"  # the tags of the chunk stage's outputs
 PARENTS = "parents"
@@ -67,16 +67,11 @@ def strategy_class(name: str) -> type[Chunker]:
 class ChunkingConfig:
     """Everything that decides chunk boundaries (all of it is in the config fingerprint)."""
 
-    chunk_size: int = 256
-    chunk_overlap: int = 0
-    tokenizer: str = "cl100k_base"
+    # The token limits (chunk size, overlap, header room, the model's limit): checked once,
+    # when the budget is built.
+    budget: TokenBudget = field(default_factory=TokenBudget)
     strategies: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_STRATEGY_BY_TYPE))
-    header_reserve: int = 0  # tokens left free in every chunk for its context header
     parent_chunk_size: int | None = None
-    # The embedding model (flag value: "default" or a folder) and its limit in word pieces.
-    model_tokenizer: str | None = None
-    model_max_tokens: int | None = None
-    model_header_reserve: int = 0  # word pieces left free for the header in the model's count
     config_fingerprint: str = ""
     # How the tokenizer's tokens are computed (tokens.TOKEN_ENGINES). Every engine gives the
     # same tokens, hence the same chunks: it is not in the config fingerprint.
@@ -86,19 +81,10 @@ class ChunkingConfig:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.budget, TokenBudget):
+            raise ValueError(f"budget must be a TokenBudget, got {type(self.budget).__name__}")
         if self.timeout_s < 0:
             raise ValueError(f"--chunk_timeout_s must be >= 0 (0: no limit), got {self.timeout_s}")
-        body = self.chunk_size - self.header_reserve
-        if body < 16:
-            raise ValueError(
-                f"--chunk_size={self.chunk_size} leaves {body} tokens after the context header "
-                f"reserve of {self.header_reserve}; raise --chunk_size or lower the header size"
-            )
-        if not 0 <= self.chunk_overlap < body // 2:
-            raise ValueError(
-                f"--chunk_overlap={self.chunk_overlap} must be in [0, {body // 2}) "
-                f"(half of the {body} tokens a chunk has after its header)"
-            )
         if self.token_engine not in TOKEN_ENGINES:
             raise ValueError(
                 f"--token_engine={self.token_engine!r} is not an engine; choose one of "
@@ -110,19 +96,16 @@ class ChunkingConfig:
                     f"--strategy_{doc_type}={name!r} is not a strategy; choose one of "
                     f"{sorted(STRATEGIES)}"
                 )
-        if self.parent_chunk_size is not None and self.parent_chunk_size <= self.chunk_size:
+        chunk_size = self.budget.chunk_size
+        if self.parent_chunk_size is not None and self.parent_chunk_size <= chunk_size:
             raise ValueError(
                 f"--parent_chunk_size={self.parent_chunk_size} must exceed "
-                f"--chunk_size={self.chunk_size}"
+                f"--chunk_size={chunk_size}"
             )
 
     def strategy_for(self, doc_type: str) -> str:
         """The strategy that chunks documents of `doc_type` (recursive when none is set)."""
         return self.strategies.get(doc_type, "recursive")
-
-    @property
-    def body_size(self) -> int:
-        return self.chunk_size - self.header_reserve
 
     @property
     def emits_parents(self) -> bool:
@@ -138,16 +121,10 @@ class DocumentChunker:
 
     def __init__(self, config: ChunkingConfig) -> None:
         self.config = config
-        self.tokenizer: Tokenizer = make_tokenizer(config.tokenizer, config.token_engine)
+        self.budget = config.budget
+        self.tokenizer: Tokenizer = make_tokenizer(self.budget.tokenizer, config.token_engine)
         self._chunkers: dict[tuple[str, int], Chunker] = {}
-        self.model_limit: ModelLimit | None = None
-        if config.model_tokenizer and config.model_max_tokens:
-            # Resolved here, on the worker: the bundled model's folder differs between the
-            # launcher's environment and a worker image. The budget leaves out [CLS], [SEP]
-            # and the header's room.
-            folder = resolve_model_path(config.model_tokenizer)
-            budget = config.model_max_tokens - 2 - config.model_header_reserve
-            self.model_limit = ModelLimit(make_tokenizer(f"hf:{folder}"), budget)
+        self.model_limit: ModelLimit | None = self.budget.model_limit()
 
     def chunker(self, doc_type: str, size: int) -> Chunker:
         """The chunker of `doc_type` at `size` tokens: the chunks to embed (the body size) get
@@ -155,13 +132,13 @@ class DocumentChunker:
         name = self.config.strategy_for(doc_type)
         key = (name, size)
         if key not in self._chunkers:
-            embedded = size == self.config.body_size
+            embedded = size == self.budget.body_size
             self._chunkers[key] = strategy_class(name).for_job(
                 self.tokenizer,
                 size,
-                self.config.chunk_overlap if embedded else 0,
+                self.budget.chunk_overlap if embedded else 0,
                 self.model_limit if embedded else None,
-                self.config.model_tokenizer,
+                self.budget.model_tokenizer,
             )
         return self._chunkers[key]
 
@@ -174,7 +151,7 @@ class DocumentChunker:
         """
         if tokenized is None:
             tokenized = self.tokenizer.tokenize(doc.text)
-        body = self.config.body_size
+        body = self.budget.body_size
         if self.config.parent_chunk_size is None:
             chunker = self.chunker(doc.doc_type, body)
             spans = chunker.chunk_tokenized(tokenized, doc.language)
@@ -322,7 +299,7 @@ def _with_windows(
 class _ChunkFn(beam.DoFn):
     def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
         self.config = config
-        self.pricing_tokenizer = pricing_tokenizer or config.tokenizer
+        self.pricing_tokenizer = pricing_tokenizer or config.budget.tokenizer
         self.chunked = progress.counter(NAMESPACE, "documents_chunked")
         self.n_chunks = progress.counter(NAMESPACE, "chunks")
         self.failed = progress.counter(NAMESPACE, "documents_rejected_chunk")
@@ -332,7 +309,7 @@ class _ChunkFn(beam.DoFn):
 
     def setup(self) -> None:
         self.core = DocumentChunker(self.config)
-        if self.pricing_tokenizer != self.config.tokenizer:
+        if self.pricing_tokenizer != self.config.budget.tokenizer:
             self.pricing = make_tokenizer(self.pricing_tokenizer, "tiktoken")  # counts only
 
     def process(self, doc: Document) -> Iterator:

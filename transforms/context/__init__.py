@@ -2,8 +2,9 @@
 
 `AddContext` (stage.py) consumes one `(document_text, [Chunk, ...])` element per document and
 emits each chunk with `context` and `context_source` set, so that header + joiner + text stays
-within `chunk_size` tokens. The cores know nothing of Beam: `path_header` and `fit_header`
-(path.py), `LLMContextClient` and its cache (llm.py); config.py holds `ContextConfig`.
+within the run's `TokenBudget`, in the chunk tokenizer and the model's word pieces. The cores
+know nothing of Beam: `path_header`, `fit_header` and `HeaderFitter` (path.py),
+`LLMContextClient` and its cache (llm.py); config.py holds `ContextConfig`.
 """
 
 from schemas.records import CONTEXT_JOINER
@@ -14,7 +15,6 @@ from transforms.context.config import (
     PROMPT_VERSION,
     ContextConfig,
     llm_cost_usd,
-    reserved_tokens,
 )
 from transforms.context.llm import (
     LLMContextCache,
@@ -26,8 +26,15 @@ from transforms.context.llm import (
     clean_llm_line,
     make_session,
     parse_retry_after,
+    retry_policy,
 )
-from transforms.context.path import fit_header, path_header, truncate_tokens
+from transforms.context.path import (
+    FittedHeader,
+    HeaderFitter,
+    fit_header,
+    path_header,
+    truncate_tokens,
+)
 from transforms.context.stage import AddContext
 
 __all__ = [
@@ -38,6 +45,8 @@ __all__ = [
     "PROMPT_VERSION",
     "AddContext",
     "ContextConfig",
+    "FittedHeader",
+    "HeaderFitter",
     "LLMContextCache",
     "LLMContextClient",
     "LLMOutcome",
@@ -50,6 +59,6 @@ __all__ = [
     "make_session",
     "parse_retry_after",
     "path_header",
-    "reserved_tokens",
+    "retry_policy",
     "truncate_tokens",
 ]

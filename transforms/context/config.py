@@ -1,4 +1,5 @@
-"""How chunks get their context header (`ContextConfig`), and the room a header takes."""
+"""How chunks get their context header (`ContextConfig`); the room a header takes is the
+run's `TokenBudget` (transforms/token_budget.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import logging
 import urllib.parse
 from dataclasses import dataclass
 
-from schemas.records import CONTEXT_JOINER
-from transforms.chunking.base import MIN_CHUNK_SIZE
+from transforms.token_budget import header_reserve
 
 MODES = ("none", "path", "llm")
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -22,12 +22,7 @@ class ContextConfig:
     """How chunks get their context header; validated at construction."""
 
     mode: str = "none"
-    chunk_size: int = 512  # hard limit, in `tokenizer`, of context + "\n\n" + text
-    tokenizer: str = "cl100k_base"
-    # The tokenizer of the chunks' token_count: when it is `tokenizer`, fitting a header reuses
-    # that count (exactly, see `fit_header`). None: unknown, the joined text is counted whole.
-    chunk_tokenizer: str | None = None
-    max_header_tokens: int = 32
+    max_header_tokens: int = 32  # cap of a path header alone, in the chunk tokenizer
     llm_base_url: str | None = None  # OpenAI-compatible, e.g. "http://localhost:8000/v1"
     llm_model: str | None = None
     llm_api_key_env: str | None = None  # name of the env var holding the key; None: no key
@@ -50,18 +45,11 @@ class ContextConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"--context must be one of {MODES}, got {self.mode!r}")
-        if not self.tokenizer:
-            raise ValueError(f"--tokenizer must name a tokenizer, got {self.tokenizer!r}")
         if self.max_header_tokens < 1:
             raise ValueError(f"--context_max_tokens must be positive, got {self.max_header_tokens}")
         if self.llm_context_tokens < 1:
             raise ValueError(
                 f"--llm_context_tokens must be positive, got {self.llm_context_tokens}"
-            )
-        if self.chunk_size - reserved_tokens(self) < MIN_CHUNK_SIZE:
-            raise ValueError(
-                f"--chunk_size={self.chunk_size} leaves fewer than {MIN_CHUNK_SIZE} tokens for "
-                f"the chunk once {reserved_tokens(self)} are reserved for the {self.mode} header"
             )
         if self.timeout_s < 0:
             raise ValueError(
@@ -109,18 +97,11 @@ class ContextConfig:
             if not self.llm_model:
                 raise ValueError(f"--context=llm needs --llm_model, got {self.llm_model!r}")
 
-
-def reserved_tokens(config: ContextConfig) -> int:
-    """Tokens the chunker must leave free for the header and the joiner.
-
-    Run the chunker with `chunk_size - reserved_tokens(config)`. In llm mode the reserve also
-    covers the path header used when the LLM fails.
-    """
-    if config.mode == "path":
-        return config.max_header_tokens + len(CONTEXT_JOINER)
-    if config.mode == "llm":
-        return max(config.llm_context_tokens, config.max_header_tokens) + len(CONTEXT_JOINER)
-    return 0
+    @property
+    def header_reserve(self) -> int:
+        """Tokens each chunk must leave free for this mode's header and the joiner (the
+        run's TokenBudget holds them)."""
+        return header_reserve(self.mode, self.max_header_tokens, self.llm_context_tokens)
 
 
 def llm_cost_usd(prompt_tokens: int, completion_tokens: int, config: ContextConfig) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import logging
@@ -20,6 +19,9 @@ from typing import Any
 import requests  # a dependency of apache-beam itself
 import urllib3
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import InvalidHeader, MaxRetryError
+from urllib3.response import HTTPResponse
+from urllib3.util.retry import Retry
 
 from schemas.records import content_hash
 from transforms.chunking.tokens import Tokenizer, TokenizerFailed
@@ -66,14 +68,34 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return float(Retry().parse_retry_after(value))  # urllib3's parser: 0 for a past date
+    except InvalidHeader:
         return None
-    return max(0.0, when.timestamp() - time.time())
+
+
+# Answers worth asking again: rate limited, or a server error.
+RETRIED_STATUSES = frozenset([429, *range(500, 600)])
+
+
+def retry_policy(config: ContextConfig) -> Retry:
+    """urllib3's `Retry` as the policy of one request: which answers are retried (429, 5xx,
+    and the Retry-After statuses urllib3 knows), how many retries are left, and the history
+    of those made.
+
+    It is not mounted on the session's adapter, where urllib3 would retry inside one call:
+    the reply's body is read after urllib3 has handed it over (against one deadline, in
+    bounded steps), so a reply that stalls or is too large fails where urllib3's retries
+    cannot see it; urllib3 sleeps with time.sleep, waits nothing before the first retry,
+    jitters without a seed and honours any Retry-After uncapped; and the cost report counts
+    every request sent. The client's loop asks this policy, and waits `backoff_delay`.
+    """
+    return Retry(
+        total=config.llm_max_retries,
+        allowed_methods=None,  # every method, POST included: asking for a line twice is safe
+        status_forcelist=RETRIED_STATUSES,
+        raise_on_status=False,
+        respect_retry_after_header=True,
+    )
 
 
 # A reply longer than this (decoded) is not one line: it is refused unread past it, so a huge
@@ -191,9 +213,10 @@ def make_session(config: ContextConfig) -> requests.Session:
 class LLMContextClient:
     """Asks an OpenAI-compatible `POST {base_url}/chat/completions` to situate a chunk.
 
-    Retries 429, 5xx, connection errors and timeouts with exponential backoff (Retry-After wins
-    when given), up to `llm_max_retries` times. Never raises for a failed call: the outcome's
-    `context` is None and the caller falls back. Safe to share between threads.
+    Retries 429, 5xx, connection errors and timeouts (`retry_policy`: urllib3's Retry) with
+    exponential backoff (Retry-After wins when given), up to `llm_max_retries` times. Never
+    raises for a failed call: the outcome's `context` is None and the caller falls back. Safe
+    to share between threads.
     """
 
     def __init__(
@@ -254,10 +277,9 @@ class LLMContextClient:
             "max_tokens": cfg.llm_context_tokens,
             "temperature": 0,
         }
-        sent = retries = 0
-        error = ""
-        for attempt in range(cfg.llm_max_retries + 1):
-            retry_after = None
+        retry = retry_policy(cfg)
+        sent = 0
+        while True:
             sent += 1
             try:
                 status, headers, body = self._post(payload)
@@ -265,20 +287,27 @@ class LLMContextClient:
                 # Timeouts, refused or dropped connections, a broken chunked body, a reply
                 # over MAX_REPLY_BYTES or past the deadline: retried like a 5xx.
                 error = self._redact(f"{type(e).__name__}: {e}")
+                retry_after = None
+                try:
+                    retry = retry.increment("POST", self.url, error=e)
+                except MaxRetryError:
+                    break
             else:
                 if status == 200:
-                    return self._success(body, messages, key, sent, retries)
+                    return self._success(body, messages, key, sent, len(retry.history))
                 # redacted whole, then cut: a key across the cut would leave its start
                 text = self._redact(body.decode("utf-8", "replace"))
                 error = f"HTTP {status}: {text[:200]}"
-                if status != 429 and status < 500:
+                if not retry.is_retry("POST", status, "Retry-After" in headers):
                     break  # a request the server will never accept: do not retry
                 retry_after = parse_retry_after(headers.get("Retry-After"))
-            if attempt == cfg.llm_max_retries:
-                break
-            self._sleep(self._delay(attempt, retry_after))
-            retries += 1
-        return LLMOutcome(context=None, requests=sent, retries=retries, error=error)
+                answer = HTTPResponse(headers=dict(headers), status=status, preload_content=False)
+                try:
+                    retry = retry.increment("POST", self.url, response=answer)
+                except MaxRetryError:
+                    break
+            self._sleep(self._delay(len(retry.history) - 1, retry_after))
+        return LLMOutcome(context=None, requests=sent, retries=len(retry.history), error=error)
 
     def _post(self, payload: dict[str, Any]) -> tuple[int, Any, bytes]:
         """(status, headers, body) of one request, within `llm_timeout_s` overall.

@@ -1,13 +1,16 @@
-"""Path headers: a chunk's folder and file, title and section path, cut to fit its token budget."""
+"""Path headers: a chunk's folder and file, title and section path; `HeaderFitter` cuts any
+header (a path or an LLM line) to fit the run's token budget in both tokenizers."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from schemas.records import CONTEXT_JOINER, Chunk
 from transforms.chunking.split import longest_prefix
-from transforms.chunking.tokens import Tokenizer, count_with_prefix
+from transforms.chunking.tokens import Tokenizer, count_with_prefix, make_tokenizer
 from transforms.context.config import ELLIPSIS, PATH_SEPARATOR
+from transforms.token_budget import MODEL_SPECIAL_TOKENS, TokenBudget
 
 # A heading (or title) longer than this is cut, with "…", before it goes into a path header:
 # the header is held to a few dozen tokens anyway (--context_max_tokens, 32 by default, about
@@ -122,6 +125,71 @@ def fit_header(
     if cut is None:
         return None
     return cut + ELLIPSIS if accept(cut + ELLIPSIS) else cut
+
+
+@dataclass(frozen=True)
+class FittedHeader:
+    """A header fitted to the budget, and the model's count of what it will read."""
+
+    context: str | None  # None: no non-empty header fits
+    # The model's word pieces of header + joiner + text, [CLS] and [SEP] included (None: no
+    # model, or no header)
+    model_tokens: int | None = None
+    shortened_for_model: bool = False  # cut further, in word pieces, for the model's limit
+
+
+class HeaderFitter:
+    """Fits a chunk's header to a `TokenBudget`, in both tokenizers at once.
+
+    First in the chunk tokenizer: header + joiner + text within `chunk_size` (and the header
+    alone within `max_header_tokens` where given). Then, with an embedding model, in its word
+    pieces: a header that would push the text past the model's max_seq_length is cut further,
+    so the model reads every chunk whole (the chunk's text itself already fits: the chunkers
+    keep the model's header room free).
+    """
+
+    def __init__(
+        self, budget: TokenBudget, tokenizer: Tokenizer, model: Tokenizer | None = None
+    ) -> None:
+        if (model is None) != (budget.model_input_tokens is None):
+            raise ValueError(
+                "HeaderFitter needs the model's tokenizer exactly when the budget has a model"
+            )
+        self.budget = budget
+        self.tokenizer = tokenizer
+        self.model = model
+
+    @classmethod
+    def for_budget(cls, budget: TokenBudget) -> HeaderFitter:
+        """The fitter of `budget` with its tokenizers (tiktoken itself: headers are counted
+        alone, and the model's from its folder)."""
+        return cls(budget, make_tokenizer(budget.tokenizer, "tiktoken"), budget.model())
+
+    def fit(
+        self,
+        header: str,
+        text: str,
+        text_tokens: int | None = None,
+        max_header_tokens: int | None = None,
+    ) -> FittedHeader:
+        """`header` cut to fit before `text`; `text_tokens` is the chunk tokenizer's count of
+        `text` when known (the chunk's token_count), which spares encoding it again."""
+        budget = self.budget
+        fitted = fit_header(
+            header, text, budget.chunk_size, self.tokenizer, max_header_tokens, text_tokens
+        )
+        if fitted is None or self.model is None:
+            return FittedHeader(fitted)
+        limit = budget.model_input_tokens
+        assert limit is not None
+        pieces = self.model.count(fitted + CONTEXT_JOINER + text)
+        if pieces <= limit:
+            return FittedHeader(fitted, pieces + MODEL_SPECIAL_TOKENS)
+        shortened = fit_header(fitted, text, limit, self.model)
+        if shortened is None:
+            return FittedHeader(None, None, shortened_for_model=True)
+        pieces = self.model.count(shortened + CONTEXT_JOINER + text)
+        return FittedHeader(shortened, pieces + MODEL_SPECIAL_TOKENS, shortened_for_model=True)
 
 
 def truncate_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:

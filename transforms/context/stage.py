@@ -16,11 +16,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.records import Chunk, content_hash
 from transforms.chunking.split import ChunkTimeout, time_limit
-from transforms.chunking.tokens import Tokenizer, make_tokenizer
 from transforms.common import NAMESPACE
 from transforms.context.config import ContextConfig
 from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
-from transforms.context.path import fit_header, path_header
+from transforms.context.path import HeaderFitter, path_header
+from transforms.token_budget import TokenBudget
 
 _LOG = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class _Counters:
         self.context_headers = c("context_headers")
         self.context_skipped = c("context_skipped")
         self.context_timeouts = c("context_timeouts")
+        self.headers_shortened_for_model = c("headers_shortened_for_model")
         self.header_tokens = c("header_tokens")
         self.llm_requests = c("llm_requests")
         self.llm_retries = c("llm_retries")
@@ -47,40 +48,35 @@ def _with_header(
     chunk: Chunk,
     header: str,
     source: str,
-    config: ContextConfig,
-    tokenizer: Tokenizer,
+    fitter: HeaderFitter,
     counters: _Counters,
     max_header_tokens: int | None,
 ) -> Chunk:
-    known = config.chunk_tokenizer == config.tokenizer
-    fitted = fit_header(
-        header,
-        chunk.text,
-        config.chunk_size,
-        tokenizer,
-        max_header_tokens,
-        chunk.token_count if known else None,
-    )
-    if fitted is None:  # the chunk alone leaves no room: the chunker ignored reserved_tokens()
+    fitted = fitter.fit(header, chunk.text, chunk.token_count, max_header_tokens)
+    if fitted.shortened_for_model:
+        counters.headers_shortened_for_model.inc()
+    if fitted.context is None:  # the chunk alone leaves no room: the chunker ignored the budget
         counters.context_skipped.inc()
         return dataclasses.replace(chunk, context=None, context_source=None)
     counters.context_headers.inc()
-    counters.header_tokens.inc(tokenizer.count(fitted))
-    return dataclasses.replace(chunk, context=fitted, context_source=source)
+    counters.header_tokens.inc(fitter.tokenizer.count(fitted.context))
+    return dataclasses.replace(
+        chunk, context=fitted.context, context_source=source, model_tokens=fitted.model_tokens
+    )
 
 
 def _path_context(
-    chunk: Chunk, config: ContextConfig, tokenizer: Tokenizer, counters: _Counters, source: str
+    chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counters: _Counters, source: str
 ) -> Chunk:
     return _with_header(
-        chunk, path_header(chunk), source, config, tokenizer, counters, config.max_header_tokens
+        chunk, path_header(chunk), source, fitter, counters, config.max_header_tokens
     )
 
 
 def path_contexts(
     chunks: Iterable[Chunk],
     config: ContextConfig,
-    tokenizer: Tokenizer,
+    fitter: HeaderFitter,
     counters: _Counters,
     source: str = "path",
 ) -> Iterator[Chunk]:
@@ -93,13 +89,13 @@ def path_contexts(
     timed_out = 0
     for chunk in chunks:
         if deadline is None:
-            yield _path_context(chunk, config, tokenizer, counters, source)
+            yield _path_context(chunk, config, fitter, counters, source)
             continue
         left = deadline - time.monotonic()
         if not timed_out and left > 0:
             try:
                 with time_limit(left):  # checked inside the fitting of a header too
-                    with_header = _path_context(chunk, config, tokenizer, counters, source)
+                    with_header = _path_context(chunk, config, fitter, counters, source)
             except ChunkTimeout:
                 pass
             else:
@@ -122,15 +118,16 @@ def _unpack_chunks(element: tuple[str, list[Chunk]]) -> list[Chunk]:
 
 
 class _PathContextFn(beam.DoFn):
-    def __init__(self, config: ContextConfig) -> None:
+    def __init__(self, config: ContextConfig, budget: TokenBudget) -> None:
         self._config = config
+        self._budget = budget
         self._counters = _Counters()
 
     def setup(self) -> None:
-        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
+        self._fitter = HeaderFitter.for_budget(self._budget)
 
     def process(self, element: tuple[str, list[Chunk]]) -> Iterator[Chunk]:
-        yield from path_contexts(element[1], self._config, self._tokenizer, self._counters)
+        yield from path_contexts(element[1], self._config, self._fitter, self._counters)
 
 
 class _LLMContextFn(beam.DoFn):
@@ -140,14 +137,15 @@ class _LLMContextFn(beam.DoFn):
     Beam's metrics container lives.
     """
 
-    def __init__(self, config: ContextConfig) -> None:
+    def __init__(self, config: ContextConfig, budget: TokenBudget) -> None:
         self._config = config
+        self._budget = budget
         self._counters = _Counters()
 
     def setup(self) -> None:
-        self._tokenizer = make_tokenizer(self._config.tokenizer, "tiktoken")
+        self._fitter = HeaderFitter.for_budget(self._budget)
         self._session = make_session(self._config)
-        self._client = LLMContextClient(self._config, self._tokenizer, session=self._session)
+        self._client = LLMContextClient(self._config, self._fitter.tokenizer, session=self._session)
         self._executor = ThreadPoolExecutor(
             max_workers=self._config.llm_concurrency, thread_name_prefix="llm-context"
         )
@@ -211,11 +209,9 @@ class _LLMContextFn(beam.DoFn):
             if outcome.context is None:
                 counters.llm_failures_fallback.inc()
                 _LOG.warning("LLM context failed for chunk %s: %s", chunk.chunk_id, outcome.error)
-                yield _path_context(chunk, self._config, self._tokenizer, counters, "path_fallback")
+                yield _path_context(chunk, self._config, self._fitter, counters, "path_fallback")
             else:
-                yield _with_header(
-                    chunk, outcome.context, "llm", self._config, self._tokenizer, counters, None
-                )
+                yield _with_header(chunk, outcome.context, "llm", self._fitter, counters, None)
 
     def teardown(self) -> None:
         executor = getattr(self, "_executor", None)
@@ -227,26 +223,32 @@ class _LLMContextFn(beam.DoFn):
 
 
 class AddContext(beam.PTransform):
-    """`(document_text, [Chunk, ...])` per document -> each Chunk with its context header.
+    """`(document_text, [Chunk, ...])` per document -> each Chunk with its context header,
+    fitted to `budget` (and, with a model, with its model_tokens).
 
     mode "none" passes chunks through; "path" sets the heading path; "llm" asks the LLM and
     falls back to the path header (context_source "path_fallback") when it fails.
     """
 
-    def __init__(self, config: ContextConfig, label: str | None = None) -> None:
+    def __init__(
+        self, config: ContextConfig, budget: TokenBudget, label: str | None = None
+    ) -> None:
         super().__init__(label)
         if not isinstance(config, ContextConfig):
             raise ValueError(f"config must be a ContextConfig, got {type(config).__name__}")
+        if not isinstance(budget, TokenBudget):
+            raise ValueError(f"budget must be a TokenBudget, got {type(budget).__name__}")
         self._config = config
+        self._budget = budget
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         mode = self._config.mode
         if mode == "none":
             return pcoll | "Unpack chunks" >> beam.FlatMap(_unpack_chunks).with_output_types(Chunk)
         if mode == "path":
-            fn: beam.DoFn = _PathContextFn(self._config)
+            fn: beam.DoFn = _PathContextFn(self._config, self._budget)
             label = "Add path headers"
         else:
-            fn = _LLMContextFn(self._config)
+            fn = _LLMContextFn(self._config, self._budget)
             label = "Add LLM context"
         return pcoll | label >> beam.ParDo(fn).with_output_types(Chunk)
