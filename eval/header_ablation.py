@@ -20,10 +20,10 @@ A chunk whose text is unchanged keeps RUN's vector (the same model gives the sam
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import time
+import uuid
 from typing import Any
 
 PARTS = ("folder", "file", "title", "sections")
@@ -65,7 +65,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from schemas.records import CONTEXT_JOINER
+    from runs.run_folder import RunFolder
+    from schemas.records import CONTEXT_JOINER, stable_hash
     from transforms.chunking.tokens import make_tokenizer
     from transforms.context.path import fit_header
     from transforms.onnx_model import load_encoder
@@ -73,13 +74,12 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     unknown = keep - set(PARTS)
     if unknown:
         raise SystemExit(f"eval.header_ablation: --keep {sorted(unknown)}: parts are {PARTS}")
-    with open(os.path.join(run, "run_manifest.json"), encoding="utf-8") as f:
-        manifest = json.load(f)
-    config = manifest["config"]
+    source = RunFolder(run)
+    config = source.config
     if config.get("context") != "path":
         raise SystemExit(f"eval.header_ablation: {run} has --context={config.get('context')}")
     tokenizer = make_tokenizer(config["tokenizer"], "tiktoken")
-    table = pq.read_table(sorted(glob.glob(os.path.join(run, "chunks", "*.parquet"))))
+    table = source.read_table("chunks")
     rows = table.to_pylist()
     started = time.time()
     contexts, texts, mismatched = [], [], 0
@@ -109,10 +109,10 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         row["context_source"] = "path" if contexts[i] else None
     os.makedirs(os.path.join(output, "chunks"), exist_ok=True)
     out = pa.Table.from_pylist(rows, schema=table.schema)
-    pq.write_table(out, os.path.join(output, "chunks", "part-00000-of-00001.parquet"))
+    shard = os.path.join(output, "chunks", "part-00000-of-00001.parquet")
+    pq.write_table(out, shard)
     header_tokens = sum(tokenizer.count(c) for c in contexts if c)
-    with open(os.path.join(run, "cost_report.json"), encoding="utf-8") as f:
-        report = json.load(f)
+    report = source.cost_report() or {}
     report = {
         "chunks": len(rows),
         "embedded_tokens": None,  # not re-priced: the ablation is about retrieval
@@ -122,16 +122,19 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         "seconds": time.time() - started,
         "from_run_embedded_tokens": report.get("embedded_tokens"),
     }
-    with open(os.path.join(output, "cost_report.json"), "w", encoding="utf-8") as f:
+    report_path = os.path.join(output, "cost_report.json")
+    with open(report_path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
+    ablated = {**config, "header_parts": sorted(keep, key=PARTS.index)}
     manifest = {
+        "run_id": uuid.uuid4().hex,
         "mode": "run",
-        "config": {**config, "header_parts": sorted(keep, key=PARTS.index)},
+        "config": ablated,
+        "config_fingerprint": stable_hash(json.dumps(ablated, sort_keys=True), length=16),
         "headers_from": os.path.abspath(run),
         "full_header_mismatches": mismatched if keep == set(PARTS) else None,
     }
-    with open(os.path.join(output, "run_manifest.json"), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
+    RunFolder(output).write_manifest(manifest, [shard, report_path])
     return {**report, "full_header_mismatches": manifest["full_header_mismatches"]}
 
 

@@ -26,21 +26,25 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runs.run_folder import RunFolder
 from schemas.arrow import CHUNK_COLUMNS, chunk_schema
+from schemas.records import stable_hash
+from transforms.fingerprint import CONFIG_VERSION
 
 PRICE_PER_MILLION = 0.02  # the job's default --price_per_million_tokens, cl100k tokens
 
 
 def load_documents(run: str) -> list[dict[str, Any]]:
-    files = sorted(glob.glob(os.path.join(run, "documents", "*.parquet")))
-    if not files:
+    table = RunFolder(run).read_table("documents")
+    if table is None:
         raise SystemExit(f"eval.langchain_run: {run} has no documents/ table")
-    rows = pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()
+    rows = table.to_pylist()
     return sorted(rows, key=lambda r: r["doc_id"])
 
 
@@ -157,8 +161,7 @@ def main() -> None:
     parser.add_argument("--chunk_overlap", type=int, required=True, help="tokens")
     parser.add_argument("--pypdf", default=None, help="split these PDFs' pypdf pages instead")
     args = parser.parse_args()
-    with open(os.path.join(args.documents, "run_manifest.json"), encoding="utf-8") as f:
-        model_name = json.load(f)["config"]["embedding_model"]
+    model_name = RunFolder(args.documents).config["embedding_model"]
     started = time.time()
     documents = pypdf_documents(args.pypdf) if args.pypdf else load_documents(args.documents)
     rows = split_documents(documents, args.chunk_size, args.chunk_overlap)
@@ -166,7 +169,8 @@ def main() -> None:
     os.makedirs(os.path.join(args.output, "chunks"), exist_ok=True)
     schema = chunk_schema(len(rows[0]["embedding"]))
     table = pa.Table.from_pylist([{c: r[c] for c in CHUNK_COLUMNS} for r in rows], schema=schema)
-    pq.write_table(table, os.path.join(args.output, "chunks", "part-00000-of-00001.parquet"))
+    shard = os.path.join(args.output, "chunks", "part-00000-of-00001.parquet")
+    pq.write_table(table, shard)
     embedded = sum(r["embed_tokens"] for r in rows)
     report = {
         "chunks": len(rows),
@@ -176,24 +180,28 @@ def main() -> None:
         "chunks_truncated": sum(r["model_tokens"] > 256 for r in rows),
         "embedding_seconds": seconds,
     }
-    with open(os.path.join(args.output, "cost_report.json"), "w", encoding="utf-8") as f:
+    report_path = os.path.join(args.output, "cost_report.json")
+    with open(report_path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
+    config = {
+        "config_version": CONFIG_VERSION,  # a run folder of this version's format
+        "embedding_model": model_name,
+        "splitter": "langchain_text_splitters.RecursiveCharacterTextSplitter",
+        "length_function": "tiktoken cl100k_base",
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "context": "none",
+    }
     manifest = {
+        "run_id": uuid.uuid4().hex,
         "mode": "run",
-        "config": {
-            "embedding_model": model_name,
-            "splitter": "langchain_text_splitters.RecursiveCharacterTextSplitter",
-            "length_function": "tiktoken cl100k_base",
-            "chunk_size": args.chunk_size,
-            "chunk_overlap": args.chunk_overlap,
-            "context": "none",
-        },
+        "config": config,
+        "config_fingerprint": stable_hash(json.dumps(config, sort_keys=True), length=16),
         "documents_from": os.path.abspath(args.pypdf or args.documents),
         "loader": "pypdf, one document per page (PyPDFLoader)" if args.pypdf else "the run's",
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
     }
-    with open(os.path.join(args.output, "run_manifest.json"), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
+    RunFolder(args.output).write_manifest(manifest, [shard, report_path])
     print(
         f"langchain recursive {args.chunk_size}/{args.chunk_overlap}: {len(rows)} chunks, "
         f"{report['chunks_truncated']} truncated by the model, {time.time() - started:.1f} s"

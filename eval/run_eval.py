@@ -26,6 +26,7 @@ import time
 from eval.fetch import LOCK, fetch, fetch_pairs
 from eval.neutral import neutral_corpus, neutral_names, neutral_questions
 from eval.verify_answers import check
+from runs.run_folder import RunFolder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = sorted(glob.glob(os.path.join(HERE, "questions", "*.jsonl")))
@@ -97,7 +98,11 @@ def _run(command: list[str], log: str) -> float:
 
 def _reusable(run: str, command: list[str]) -> bool:
     stamp = os.path.join(run, "eval_command.json")
-    if not (os.path.exists(os.path.join(run, "run_manifest.json")) and os.path.exists(stamp)):
+    if not os.path.exists(stamp):
+        return False
+    try:
+        RunFolder(run).check()  # a complete run of this version's format
+    except ValueError:
         return False
     with open(stamp, encoding="utf-8") as f:
         return json.load(f) == command

@@ -63,11 +63,11 @@ def sample_chunk_texts(config: Any, output: str, n: int = SAMPLE_CHUNKS) -> list
     `config` is the run's JobConfig; the documents come from `output/documents/`. The chunks
     are the job's own (same chunker and settings), without their context headers.
     """
-    from pipelines.run_tables import read_table
+    from runs.run_folder import RunFolder
     from schemas.records import Document
     from transforms.chunking.routing import DocumentChunker
 
-    table = read_table(output, "documents")
+    table = RunFolder(output).read_table("documents")
     if table is None or table.num_rows == 0:
         return []
     rows = sorted(table.to_pylist(), key=lambda r: r["doc_id"])  # deterministic, type-mixed

@@ -8,7 +8,6 @@ runner that --runner names.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -26,17 +25,9 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
-from pipelines.output_lock import OutputLock
-from pipelines.run_tables import output_bytes
-from pipelines.staging import (
-    REPORT_FILES,
-    delete_folder,
-    is_complete,
-    recover,
-    staging_folder,
-    swap_in,
-)
 from pipelines.terminal import for_terminal
+from runs.manifest import REPORT_FILES
+from runs.run_folder import RunFolder, previous_output_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.accounting import (
     Account,
@@ -203,7 +194,7 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
     """Refuse, before anything runs, an --output the run may not replace; delete nothing.
 
     The run is written beside --output and replaces it only once complete
-    (pipelines/staging.py). Refused: a wildcard in --output; files in a table folder that no run
+    (runs/staging.py). Refused: a wildcard in --output; files in a table folder that no run
     writes; files of a run without its run_manifest.json (an incomplete run, or not one of
     this job: the swap would delete them); a complete run without --overwrite; and a
     --previous_output that is not a complete run. --previous_output may be --output itself
@@ -214,11 +205,8 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
             f"--output {output} holds a wildcard (*, ? or [): the output is one folder, "
             "named as it is"
         )
-    if previous_output and not is_complete(previous_output):
-        raise ValueError(
-            f"--previous_output {previous_output} has no valid run_manifest.json: not a "
-            "complete run"
-        )
+    if previous_output:  # its manifest checked before anything runs
+        previous_output_folder(previous_output).check()
     shards, foreign = [], []
     for name in TABLES:
         for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list:
@@ -240,7 +228,7 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
     existing = shards + reports
     if not existing:
         return
-    if not is_complete(output):
+    if not RunFolder(output).is_complete():
         raise ValueError(
             f"--output {output} holds {len(existing)} files of a run but no valid "
             "run_manifest.json (an incomplete run, or not one of this job); --overwrite "
@@ -263,9 +251,9 @@ def _real(path: str) -> str:
     return os.path.realpath(path) if "://" not in path else path.rstrip("/")
 
 
-def _discard(staging: str) -> None:
+def _discard(output: RunFolder, staging: str) -> None:
     try:
-        delete_folder(staging)
+        output.discard(staging)
     except Exception:
         logging.warning("could not delete %s; the next run into this output will", staging)
 
@@ -289,7 +277,7 @@ def summary(
 ) -> str:
     """The run's closing lines: documents, rejects by reason, chunks, tokens, cost and output.
 
-    `output_sizes`: bytes per part of the output folder (run_tables.output_bytes);
+    `output_sizes`: bytes per part of the output folder (RunFolder.output_bytes);
     `extra_lines`: more lines before the output line (the --estimate embedding projection).
     """
     lines = [
@@ -401,25 +389,24 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         return _run_with_progress(pipeline, options, config, quiet=True)
     earlier_runs = check_patterns(config.inputs)
     started = time.time()
-    with OutputLock(config.output):  # one run at a time writes into a folder
-        for line in recover(config.output):  # what a killed run left beside the output
+    output = RunFolder(config.output)
+    with output.lock():  # one run at a time writes into a folder
+        for line in output.recover():  # what a killed run left beside the output
             logging.warning("--output %s: %s", config.output, line)
         prepare_output(config.output, config.overwrite, config.previous_output)
-        staging = staging_folder(config.output, config.run_id)
+        staging = output.staging_folder(config.run_id)
         pipeline = beam.Pipeline(options=options)
         build_pipeline(pipeline, config, earlier_runs, write_to=staging)
         try:
             result = _run_with_progress(pipeline, options, config, quiet=quiet)
         except BaseException:
-            _discard(staging)  # --output is as it was; a kill leaves this to the next run
+            _discard(output, staging)  # --output is as it was; a kill leaves this to the next run
             raise
-        swap_in(staging, config.output)
-    report_path = FileSystems.join(config.output, "cost_report.json")
-    if FileSystems.exists(report_path):
-        with FileSystems.open(report_path) as f:
-            report = json.loads(f.read().decode("utf-8"))
+        output.swap_in(staging)
+    report = output.cost_report()
+    if report is not None:
         seconds = time.time() - started
-        sizes = output_bytes(config.output)
+        sizes = output.output_bytes()
         lines = summary(report, config.output, seconds, sizes, _estimate_lines(config, report))
         print(for_terminal(lines))
         check_something_chunked(report, config.output)
@@ -522,8 +509,7 @@ def interrupted_line(argv: list[str]) -> str:
     )
     if output is None:
         return "interrupted before the job started; nothing was written"
-    complete = FileSystems.exists(FileSystems.join(output, "run_manifest.json"))
-    if complete:
+    if RunFolder(output).has_manifest():
         return (
             f"interrupted: the run in {output} was not replaced (its run_manifest.json is the "
             "previous run's)"

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.relevance import Passage, relevant, source_matches
+from runs.run_folder import RunFolder
 
 DEFAULT_KS = (1, 5, 10)
 RANK_DEPTH = 10  # MRR@10, nDCG@10
@@ -233,19 +234,15 @@ class RunScan:
     has_parents: bool
 
 
-def _read_json(path: str, what: str) -> dict:
-    if not os.path.isfile(path):
-        raise ValueError(f"{what}: {path} is missing (not a finished run?)")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def _folder(run: str) -> RunFolder:
+    return RunFolder(run, f"run {run}")
 
 
 def run_model(run: str) -> str:
     """The embedding model a run's manifest names."""
-    manifest = _read_json(os.path.join(run, "run_manifest.json"), f"run {run}")
-    if manifest.get("mode") == "estimate":
-        raise ValueError(f"run {run} is an --estimate run: it has no embedded chunks to search")
-    model = (manifest.get("config") or {}).get("embedding_model")
+    folder = _folder(run)
+    folder.require_chunks(" to search")
+    model = folder.config.get("embedding_model")
     if not model or model == "none":
         raise ValueError(f"run {run} embedded nothing (embedding_model={model!r})")
     return model
@@ -270,23 +267,15 @@ def embed_questions(model_name: str, texts: Sequence[str]) -> np.ndarray:
 
 
 def _batches(run: str) -> Iterator[Any]:
-    import pyarrow as pa
     import pyarrow.dataset as ds
 
-    folder = os.path.join(run, "chunks")
-    if not os.path.isdir(folder):
-        raise ValueError(f"run {run} has no chunks/ folder")
-    dataset = ds.dataset(folder, format="parquet")
+    shards = [m.path for m in _folder(run).table_files("chunks")]
+    if not shards:
+        raise ValueError(f"run {run} has no chunks/ shard")
+    dataset = ds.dataset(shards, format="parquet")
     if "embedding" not in dataset.schema.names:
         raise ValueError(f"run {run}: chunks/ has no embedding column")
-    try:
-        yield from dataset.to_batches(columns=[*COLUMNS, "embedding"], batch_size=BATCH_ROWS)
-    except pa.ArrowInvalid as e:
-        raise ValueError(
-            f"run {run}: cannot read chunks/ ({e}); a run with parent chunks written before "
-            "their embedding column became a plain list holds nulls in a fixed-size list, "
-            "which pyarrow < 26 cannot read (apache/arrow#35692): rerun it"
-        ) from None
+    yield from dataset.to_batches(columns=[*COLUMNS, "embedding"], batch_size=BATCH_ROWS)
 
 
 def _embedding_matrix(run: str, column: Any, rows: np.ndarray, dim: int) -> np.ndarray:
@@ -482,7 +471,9 @@ def evaluate_run(
     for q in questions:
         first.append(n)
         n += len(q.answers)
-    report = _read_json(os.path.join(run, "cost_report.json"), f"run {run}")
+    report = _folder(run).cost_report()
+    if report is None:
+        raise ValueError(f"run {run} has no cost_report.json (not a finished run?)")
     results = []
     for parents in (False, True) if scan.has_parents else (False,):
         rankings = _rankings(scan, questions, first, k, parents)

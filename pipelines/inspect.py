@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import run_stats
 from pipelines.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
-from pipelines.run_tables import read_json, read_table
 from pipelines.terminal import for_terminal
+from runs.run_folder import RunFolder
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
 # The page is bounded whatever the run's size: a sample of the documents, each cut, a few rows
@@ -79,7 +78,7 @@ class Run:
         import pyarrow.compute as pc
 
         wanted = set(doc_ids)
-        table = read_table(self.output, "documents", ["doc_id", "text"])
+        table = RunFolder(self.output).read_table("documents", ["doc_id", "text"])
         if table is None or not wanted:
             return {}
         table = table.filter(pc.is_in(table["doc_id"], value_set=pc.cast(list(wanted), "string")))
@@ -88,21 +87,15 @@ class Run:
 
 def load_run(output: str) -> Run:
     """Read a complete run; ValueError naming the folder when it is not one."""
-    manifest = read_json(output, "run_manifest.json")
-    if manifest is None:
-        raise ValueError(
-            f"{output} has no run_manifest.json: not the output of a complete corpus-chunker run"
-        )
-    try:
-        chunks = read_table(output, "chunks", CHUNK_COLUMNS + PAGE_COLUMNS)
-    except (KeyError, ValueError, pa.ArrowInvalid):  # a run made before chunks had pages
-        chunks = read_table(output, "chunks", CHUNK_COLUMNS)
-    documents = read_table(output, "documents", DOCUMENT_COLUMNS)
-    rejects = read_table(output, "rejects")
+    folder = RunFolder(output)
+    manifest = folder.manifest
+    chunks = folder.read_table("chunks", CHUNK_COLUMNS + PAGE_COLUMNS)
+    documents = folder.read_table("documents", DOCUMENT_COLUMNS)
+    rejects = folder.read_table("rejects")
     return Run(
         output=output,
         manifest=manifest,
-        report=read_json(output, "cost_report.json"),
+        report=folder.cost_report(),
         chunks=chunks.to_pylist() if chunks is not None else [],
         documents=documents.to_pylist() if documents is not None else [],
         rejects=rejects.to_pylist() if rejects is not None else [],
@@ -122,10 +115,15 @@ def run_changes(run: Run) -> tuple[run_stats.Changes | None, str]:
     previous = run.manifest.get("previous_output")
     if not previous:
         return None, ""
-    if read_json(previous, "run_manifest.json") is None:
+    folder = RunFolder(previous, f"The previous run {previous}", "its changes are not shown")
+    if not folder.has_manifest():
         return None, f"The previous run {previous} is no longer there (no run_manifest.json)."
-    prev_chunks = read_table(previous, "chunks", ["chunk_id", "doc_id", "is_parent"])
-    prev_docs = read_table(previous, "documents", DOCUMENT_COLUMNS)
+    try:
+        folder.check()
+    except ValueError as e:
+        return None, f"{e}."
+    prev_chunks = folder.read_table("chunks", ["chunk_id", "doc_id", "is_parent"])
+    prev_docs = folder.read_table("documents", DOCUMENT_COLUMNS)
     out = run_stats.changes(
         previous,
         run.documents,
@@ -133,7 +131,7 @@ def run_changes(run: Run) -> tuple[run_stats.Changes | None, str]:
         prev_docs.to_pylist() if prev_docs is not None else [],
         prev_chunks.to_pylist() if prev_chunks is not None else [],
     )
-    prev_report = read_json(previous, "cost_report.json")
+    prev_report = folder.cost_report()
     out.cost_usd = (run.report or {}).get("cost_usd")
     out.previous_cost_usd = (prev_report or {}).get("cost_usd")
     return out, ""

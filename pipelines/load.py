@@ -135,10 +135,10 @@ def load_lock(spec: StoreSpec) -> Iterator[None]:
     count, so that a second load fails at once, naming the table, instead of mixing its
     upserts and deletes with the first's. PostgreSQL: an advisory lock of the launcher's
     session (gone with its connection, even if the process is killed). LanceDB: a lock file
-    beside the table's folder, as `--output` has (pipelines/output_lock.py)."""
+    beside the table's folder, as `--output` has (runs/output_lock.py)."""
     label = f"--table={spec.table} in {spec.printable}"
     if spec.kind == "lancedb":
-        from pipelines.output_lock import OutputLock
+        from runs.output_lock import OutputLock
 
         with OutputLock(os.path.join(spec.uri[len("lancedb://") :], spec.table), label, "load"):
             yield

@@ -35,7 +35,7 @@ CHUNK_COLUMNS = [
     "section_path",
     "is_parent",
 ]
-PAGE_COLUMNS = ["page_start", "page_end", "page_label"]  # runs made before them have none
+PAGE_COLUMNS = ["page_start", "page_end", "page_label"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,7 @@ class Limits:
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Limits:
-        size = int(settings["chunk_size"])
-        # Runs made before `chunk_text_room` was recorded: the header's room is unknown.
-        return cls(size, int(settings.get("chunk_text_room") or size))
+        return cls(int(settings["chunk_size"]), int(settings["chunk_text_room"]))
 
     @property
     def fragment_below(self) -> float:

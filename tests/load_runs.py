@@ -3,7 +3,6 @@ those of Beam's own Qdrant writer."""
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 import zlib
@@ -13,9 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runs.run_folder import RunFolder
 from schemas.arrow import chunk_schema
 from schemas.columns import CHANGES, CHUNKS, schema
-from transforms.accounting import file_inventory
+from transforms.fingerprint import CONFIG_VERSION
 from transforms.stores import StoreSpec
 from transforms.stores.base import LoadState
 
@@ -99,14 +99,13 @@ def write_run(
         "previous_run_id": previous_run_id,
         "mode": mode,
         "config": {
+            "config_version": CONFIG_VERSION,
             "embedding_model": embedding_model,
             "embedding_dimension": None if none else DIM,
         },
         "config_fingerprint": "f" * 16,
-        "files": file_inventory(output, paths),
     }
-    with open(os.path.join(output, "run_manifest.json"), "w") as f:
-        json.dump(manifest, f)
+    RunFolder(output).write_manifest(manifest, paths)
     return output
 
 

@@ -23,7 +23,7 @@ from apache_beam.testing.util import assert_that, equal_to
 import pipelines.chunk_corpus as job
 from pipelines.chunk_corpus import prepare_output
 from pipelines.flags import unknown_flag_error
-from pipelines.staging import swap_in
+from runs.staging import swap_in
 from schemas.records import Document, RawDocument, Reject, content_hash
 from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run, jsonl_stream_bomb
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate

@@ -14,7 +14,9 @@ import pytest
 from pipelines import evaluate
 from pipelines.evaluate import evaluate_run, load_questions, markdown_table, score_ranking
 from pipelines.relevance import Passage, is_relevant, relevant, source_matches, words
+from runs.run_folder import RunFolder
 from schemas.arrow import chunk_schema
+from transforms.fingerprint import CONFIG_VERSION
 
 ANSWER = (
     "VACUUM reclaims storage occupied by dead tuples. In normal PostgreSQL operation, tuples "
@@ -171,15 +173,17 @@ def _chunk(chunk_id, source, text, vector, parent_id=None, is_parent=False, toke
 def _write_run(folder, shards, cost_usd=0.5, dim=4):
     """A run folder as the job writes it; dim=None: the plain list column of a parent run."""
     os.makedirs(folder / "chunks")
+    paths = [str(folder / "cost_report.json")]
     for i, rows in enumerate(shards):
         table = pa.Table.from_pylist(rows, schema=chunk_schema(dim))
-        pq.write_table(table, folder / "chunks" / f"part-{i:05d}.parquet")
+        paths.append(str(folder / "chunks" / f"part-{i:05d}-of-{len(shards):05d}.parquet"))
+        pq.write_table(table, paths[-1])
     (folder / "cost_report.json").write_text(
         json.dumps({"embedded_tokens": 123, "cost_usd": cost_usd})
     )
-    (folder / "run_manifest.json").write_text(
-        json.dumps({"mode": "run", "config": {"embedding_model": "default"}})
-    )
+    config = {"config_version": CONFIG_VERSION, "embedding_model": "default"}
+    manifest = {"run_id": "r", "mode": "run", "config": config, "config_fingerprint": "f"}
+    RunFolder(str(folder)).write_manifest(manifest, paths)
     return str(folder)
 
 
@@ -296,7 +300,7 @@ def test_a_run_whose_documents_no_answer_names_is_refused(tmp_path, questions):
 
 def test_an_unfinished_run_is_refused(tmp_path, questions):
     (tmp_path / "run" / "chunks").mkdir(parents=True)
-    with pytest.raises(ValueError, match=r"run_manifest\.json is missing"):
+    with pytest.raises(ValueError, match=r"has no run_manifest\.json"):
         evaluate_run(str(tmp_path / "run"), questions, vectors=np.ones((2, 4), dtype=np.float32))
 
 

@@ -4,7 +4,7 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("pipelines", "transforms", "schemas")
+PACKAGES = ("pipelines", "runs", "transforms", "schemas")
 
 
 def _modules() -> dict[str, str]:

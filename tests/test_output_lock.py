@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from pipelines.output_lock import OutputLock, OutputLocked, lock_path
+from runs.output_lock import OutputLock, OutputLocked, lock_path
 
 TAKERS = 4
 TRIALS = 15

@@ -19,7 +19,7 @@ import apache_beam
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipelines", "transforms", "schemas")
+PACKAGES = ("pipelines", "runs", "transforms", "schemas")
 
 
 def _modules() -> list[str]:

@@ -6,7 +6,6 @@ page reads only the tables, the manifest and the cost report).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,13 +13,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.inspect import PAGE_MAX_BYTES, main
+from runs.run_folder import RunFolder
 from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA, chunk_schema
 from schemas.records import DOC_TYPES
+from transforms.fingerprint import CONFIG_VERSION
 
 # Every value long and made of what HTML escapes (to 5 bytes a character: the worst case).
 ESCAPED = '"&<'
 HEADING = ESCAPED * 1_700  # 5 KB: four make each chunk's section path 20 KB
-SETTINGS = {"chunk_size": 192, "chunk_text_room": 158, "tokenizer": "cl100k_base"}
+SETTINGS = {
+    "config_version": CONFIG_VERSION,
+    "chunk_size": 192,
+    "chunk_text_room": 158,
+    "tokenizer": "cl100k_base",
+}
 
 
 def _write(folder: Path, table: str, rows: list[dict], schema: pa.Schema) -> None:
@@ -103,7 +109,7 @@ def _generated_run(folder: Path) -> int:
     _write(folder, "documents", documents, DOCUMENT_SCHEMA)
     _write(folder, "rejects", rejects, REJECT_SCHEMA)
     manifest = {"mode": "run", "config": SETTINGS, "config_fingerprint": "f", "run_id": "r"}
-    (folder / "run_manifest.json").write_text(json.dumps(manifest))
+    RunFolder(str(folder)).write_manifest(manifest, map(str, folder.glob("*/*.parquet")))
     return sum(len(str(v)) for row in documents + chunks + rejects for v in row.values())
 
 

@@ -44,8 +44,6 @@ def test_heading_only(text, expected):
 def test_limits_from_settings_and_definitions():
     limits = Limits.from_settings({"chunk_size": 192, "chunk_text_room": 158})
     assert (limits.at_limit_from, limits.fragment_below) == (151, pytest.approx(19.2))
-    # runs made before the room was recorded: the whole chunk_size
-    assert Limits.from_settings({"chunk_size": 100}).text_room == 100
 
 
 def test_group_stats_counts_what_it_says():

@@ -1,4 +1,4 @@
-"""The local swap of pipelines/staging.py on its own: what the new run folder takes from the
+"""The local swap of runs/staging.py on its own: what the new run folder takes from the
 one it replaces (its mode, its owner) and what it does not (the old run's report page)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.staging import staging_folder, swap_in
+from runs.staging import staging_folder, swap_in
 
 
 def _run_folder(folder: Path, fingerprint: str) -> None:

@@ -14,24 +14,21 @@ the vectors of identical embedded texts (the embedding cache, transforms/embed.p
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquet
 
-from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
+from runs.run_folder import previous_output_folder
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
 from transforms import progress
-from transforms.accounting import ChunkReused, DocumentUnchanged, file_inventory
+from transforms.accounting import ChunkReused, DocumentUnchanged
 from transforms.changes import PreviousTables
 from transforms.common import NAMESPACE
-from transforms.fingerprint import CONFIG_VERSION, config_fingerprint
 
 UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
 # (stage, reason) of the rejects that may not happen again on a rerun: the document is kept
@@ -44,7 +41,7 @@ class PreviousRun:
     fingerprint: str
     # The shards that run wrote, per table (from its manifest, each checked against it)
     shards: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    run_id: str | None = None  # None: a run from before run ids
+    run_id: str | None = None  # None: a dry run's stand-in, which reads no manifest
     embedding_cache_key: str | None = None  # its model's key (transforms/embedding_cache.py)
     # Whether its chunks may be reused: the same config fingerprint as this run.
     reusable: bool = True
@@ -69,125 +66,17 @@ class _ReadShards(beam.PTransform):
 
 
 def load_previous_run(output: str) -> PreviousRun:
-    """The previous run's manifest, with its shards checked against it; its absence means that
-    run is incomplete or not a run. Its fingerprint is recomputed from its recorded config."""
-    manifest = read_manifest(output, "--previous_output")
-    if manifest.get("mode") != "run":
-        raise ValueError(f"--previous_output {output} is an --estimate run; it has no chunks")
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        raise ValueError(
-            f"--previous_output {output}: its run_manifest.json has no file list (a run made "
-            "by an older corpus-chunker, or an edited manifest): its shards cannot be checked; "
-            "rebuild without --previous_output"
-        )
+    """The previous run, its manifest checked (runs/manifest.py), its shards checked against it
+    and its fingerprint recomputed from its recorded config."""
+    folder = previous_output_folder(output)
+    folder.require_chunks()
     return PreviousRun(
         output=output,
-        fingerprint=recomputed_fingerprint(output, manifest),
-        shards=verified_shards(output, files),
-        run_id=manifest.get("run_id"),
-        embedding_cache_key=manifest.get("embedding_cache_key"),
+        fingerprint=folder.fingerprint,
+        shards=folder.shards,
+        run_id=folder.run_id,
+        embedding_cache_key=folder.embedding_cache_key,
     )
-
-
-def read_manifest(output: str, what: str) -> dict[str, Any]:
-    """`output`/run_manifest.json as a JSON object; ValueError naming `what` when it is missing
-    or not one."""
-    path = FileSystems.join(output, "run_manifest.json")
-    if not FileSystems.exists(path):
-        raise ValueError(f"{what} {output} has no run_manifest.json: not a complete run")
-    with FileSystems.open(path) as f:
-        try:
-            manifest = json.loads(f.read().decode("utf-8"))
-        except ValueError as e:
-            raise ValueError(f"{what} {output}: its run_manifest.json is not JSON ({e})") from e
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{what} {output}: its run_manifest.json is not a JSON object")
-    return manifest
-
-
-def recomputed_fingerprint(output: str, manifest: dict[str, Any]) -> str:
-    """The fingerprint of the config the manifest records, recomputed, not read: "" (matching
-    no run) when the config lacks a setting. A recorded fingerprint that differs while the
-    config is of this version's kind is an edited manifest, refused."""
-    config = manifest.get("config")
-    try:
-        fingerprint = config_fingerprint(config) if isinstance(config, dict) else ""
-    except (KeyError, TypeError):
-        fingerprint = ""
-    recorded = manifest.get("config_fingerprint")
-    same_version = isinstance(config, dict) and config.get("config_version") == CONFIG_VERSION
-    if same_version and fingerprint != recorded:
-        raise ValueError(
-            f"--previous_output {output}: its manifest records the config fingerprint "
-            f"{recorded!r}, but its config gives {fingerprint or 'none'}: the manifest was "
-            "edited; rebuild without --previous_output"
-        )
-    return fingerprint
-
-
-# What a run's manifest may list: the shards of its tables, and its cost report.
-_SHARD = re.compile(r"(?P<table>[a-z]+)/part-\d+-of-\d+\.parquet")
-_TOP_LEVEL_FILES = frozenset({"cost_report.json", "cost_report.md"})
-
-
-def _check_listed(output: str, name: object, entry: object, what: str) -> None:
-    """A manifest's file entry: a shard `TABLE/part-N-of-M.parquet` of one of the run's tables
-    or a top-level report file, with its size and hash; anything else (`..`, an absolute path,
-    another folder) is refused: the run's files are read only inside its folder."""
-    shard = _SHARD.fullmatch(name) if isinstance(name, str) else None
-    allowed = (shard is not None and shard["table"] in TABLES) or name in _TOP_LEVEL_FILES
-    if not allowed:
-        raise ValueError(
-            f"{what} {output}: its manifest lists {name!r}, which is not a file a run writes "
-            "(TABLE/part-N-of-M.parquet or a cost report inside the run folder)"
-        )
-    if not isinstance(entry, dict):
-        raise ValueError(f"{what} {output}: its manifest's entry for {name} is not an object")
-
-
-def verified_shards(
-    output: str,
-    files: dict[str, dict],
-    what: str = "--previous_output",
-    advice: str = "rebuild without --previous_output",
-) -> dict[str, tuple[str, ...]]:
-    """The table shards `files` (a manifest's file list) names, each checked to be the file
-    that run wrote (size and sha256); a shard added since is ignored, with a warning. Every
-    name must be a shard of the run's tables or a report file inside `output`. `what` names
-    the run folder in messages and `advice` says what to do about a changed shard."""
-    if not isinstance(files, dict):
-        raise ValueError(f"{what} {output}: its manifest's file list is not an object")
-    for name, entry in files.items():
-        _check_listed(output, name, entry, what)
-    listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
-    found = file_inventory(output, [FileSystems.join(output, name) for name in listed])
-    for name, entry in listed.items():
-        if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
-            raise ValueError(
-                f"{what} {output}: {name} is not the file that run wrote (its size "
-                f"or sha256 differs from the manifest's); {advice}"
-            )
-    shards: dict[str, list[str]] = {}
-    for name in sorted(listed):
-        shards.setdefault(name.split("/", 1)[0], []).append(FileSystems.join(output, name))
-    for table in (CHUNKS, DOCUMENTS, REJECTS):
-        pattern = FileSystems.join(output, table, "*.parquet")
-        extra = [
-            m.path
-            for m in FileSystems.match([pattern])[0].metadata_list
-            if m.path not in shards.get(table, [])
-        ]
-        if extra:
-            logging.warning(
-                "%s %s: %d files in %s/ that the run did not write are ignored (%s)",
-                what,
-                output,
-                len(extra),
-                table,
-                extra[0],
-            )
-    return {table: tuple(paths) for table, paths in shards.items()}
 
 
 def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:

@@ -11,7 +11,6 @@ rerun.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +19,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from runs.run_folder import RunFolder
 from schemas.columns import CHANGES, CHUNKS
 from transforms.common import NAMESPACE
-from transforms.incremental import verified_shards
 from transforms.stores import StoreSpec
 from transforms.stores.base import CHUNK_COLUMNS, LoadState, VectorStore, store_table
 
@@ -30,6 +29,7 @@ FULL = "full"
 INCREMENTAL = "incremental"
 CURRENT = "current"  # the store already holds this run: nothing to do
 DEFAULT_BATCH_SIZE = 500
+CHANGES_COLUMNS = ("chunks_added", "chunks_removed", "chunks_updated")  # what a load reads
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,6 @@ class RunToLoad:
     embedding_dim: int
     shards: dict[str, tuple[str, ...]]
     chunk_count: int = 0  # rows of chunks/ (chunk ids are unique in a run)
-    # changes/ of a run made before chunk ids kept across edits has no chunks_updated
-    changes_columns: tuple[str, ...] = ("chunks_added", "chunks_removed", "chunks_updated")
 
     @property
     def has_changes(self) -> bool:
@@ -53,49 +51,25 @@ class RunToLoad:
 def open_run(output: str) -> RunToLoad:
     """The run in `output`; ValueError naming the folder when it is not a complete, embedded
     run whose shards are the files its manifest lists."""
-    path = FileSystems.join(output, "run_manifest.json")
-    if not FileSystems.exists(path):
-        raise ValueError(
-            f"{output} has no run_manifest.json: not a complete corpus-chunker run "
-            "(load reads only finished runs)"
-        )
-    with FileSystems.open(path) as f:
-        manifest = json.loads(f.read().decode("utf-8"))
-    if manifest.get("mode") != "run":
-        raise ValueError(f"{output} is an --estimate run: it has no chunks to load")
-    if not manifest.get("run_id") or manifest.get("files") is None:
-        raise ValueError(
-            f"{path} has no run_id or no file list: the run was made by an older "
-            "corpus-chunker; rebuild it before loading it"
-        )
-    config = manifest.get("config", {})
+    folder = RunFolder(output, f"the run folder {output}", "rebuild the run before loading it")
+    folder.require_chunks(" to load")
+    config = folder.config
     dim = config.get("embedding_dimension")
     if str(config.get("embedding_model", "")).lower() == "none" or not dim:
         raise ValueError(
             f"{output} was built with --embedding_model=none: its chunks have no embeddings "
             "to load into a vector store; rebuild it with an embedding model"
         )
-    shards = verified_shards(
-        output, manifest["files"], what="the run folder", advice="rebuild the run before loading"
-    )
+    shards = folder.shards
     if CHUNKS not in shards:
-        raise ValueError(f"{path} lists no chunks/ shard: nothing to load")
-    import pyarrow.parquet as pq
-
-    chunk_count = sum(_row_count(path) for path in shards[CHUNKS])
-    changes_columns = RunToLoad.changes_columns
-    if CHANGES in shards:
-        with FileSystems.open(shards[CHANGES][0]) as f:
-            held = set(pq.ParquetFile(f).schema_arrow.names)
-        changes_columns = tuple(c for c in changes_columns if c in held)
+        raise ValueError(f"{folder.label} lists no chunks/ shard: nothing to load")
     return RunToLoad(
         output=output,
-        run_id=manifest["run_id"],
-        previous_run_id=manifest.get("previous_run_id"),
+        run_id=folder.run_id,
+        previous_run_id=folder.previous_run_id,
         embedding_dim=int(dim),
         shards=shards,
-        chunk_count=chunk_count,
-        changes_columns=changes_columns,
+        chunk_count=sum(_row_count(path) for path in shards[CHUNKS]),
     )
 
 
@@ -285,15 +259,14 @@ class _ReadChanges(beam.DoFn):
 
     REMOVED = "removed"
 
-    def __init__(self, columns: tuple[str, ...], batch_size: int) -> None:
-        self.columns = columns
+    def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
 
     def process(self, path: str) -> Iterator[Any]:
         import pyarrow.parquet as pq
 
         with FileSystems.open(path) as f:
-            table = pq.read_table(f, columns=list(self.columns))
+            table = pq.read_table(f, columns=list(CHANGES_COLUMNS))
         upsert = [*_ids(table, "chunks_added"), *_ids(table, "chunks_updated")]
         removed = _ids(table, "chunks_removed")
         step = self.batch_size
@@ -304,8 +277,6 @@ class _ReadChanges(beam.DoFn):
 
 
 def _ids(table: Any, column: str) -> list[str]:
-    if column not in table.column_names:
-        return []
     return table.column(column).combine_chunks().flatten().to_pylist()
 
 
@@ -338,7 +309,7 @@ class LoadChunks(beam.PTransform):
                 pbegin
                 | "Changes shards" >> beam.Create(self.run.shards[CHANGES])
                 | "Read changes"
-                >> beam.ParDo(_ReadChanges(self.run.changes_columns, self.batch_size)).with_outputs(
+                >> beam.ParDo(_ReadChanges(self.batch_size)).with_outputs(
                     _ReadChanges.REMOVED, main="upsert"
                 )
             )

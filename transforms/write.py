@@ -45,7 +45,7 @@ RECORD_BATCH_ROWS = 1000
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 # Where each bundle's files are written before they are renamed to their final names; removed
 # once every table is complete. A killed run leaves it inside its staging folder, which the next
-# run deletes whole (pipelines/staging.py).
+# run deletes whole (runs/staging.py).
 TEMP_FOLDER = ".temp-tables"
 
 

@@ -1,5 +1,5 @@
 """A run killed at any point leaves the previous output byte-identical, and the rerun gives
-exactly the result of a run that was never interrupted (pipelines/staging.py)."""
+exactly the result of a run that was never interrupted (runs/staging.py)."""
 
 import hashlib
 import os
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pipelines.staging import recover, staging_folder
+from runs.staging import recover, staging_folder
 from tests.jobs import run
 from tests.tables import report, rows
 
@@ -129,7 +129,7 @@ def test_a_staging_folder_without_a_manifest_is_deleted_and_the_output_kept(tmp_
 
 def test_the_object_store_swap_moves_the_manifest_last(tmp_path, monkeypatch):
     # The swap of gs:// and s3://, which have no folder rename, run on local files.
-    import pipelines.staging as staging
+    import runs.staging as staging
 
     live = tmp_path / "live"
     _complete_run(live, "old")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.output_lock import lock_path
+from runs.output_lock import lock_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,7 +9,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.output_lock import OutputLock, OutputLocked, lock_path
+from runs.output_lock import OutputLock, OutputLocked, lock_path
 from tests.jobs import run
 from tests.tables import manifest, report, rows
 from transforms.accounting import file_inventory
@@ -54,7 +54,7 @@ def test_a_second_run_into_a_locked_output_is_refused(corpus, tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pipelines.output_lock import OutputLock\n"
+            "import sys, time; from runs.output_lock import OutputLock\n"
             f"with OutputLock({out!r}):\n    print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

@@ -15,18 +15,14 @@ folders of runs that never completed, with Beam's `beam-temp-*` folders inside t
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 
 from apache_beam.io.filesystems import FileSystems
 
-REPORT_FILES = ("cost_report.json", "cost_report.md", "run_manifest.json")
-# What `inspect --report` writes into a run folder: a page of that run, never carried over to
-# the run that replaces it (it would show the old run's config and counts beside the new one).
-REPORT_PAGE = "report"
-MANIFEST = "run_manifest.json"
+from runs.manifest import MANIFEST, REPORT_FILES, REPORT_PAGE, is_complete, read_raw
+
 STAGING = "staging"
 REPLACED = "replaced"
 
@@ -63,19 +59,6 @@ def beside(output: str, kind: str, run_id: str) -> str:
 def staging_folder(output: str, run_id: str) -> str:
     """Where the run `run_id` writes before it replaces `output`."""
     return beside(output, STAGING, run_id)
-
-
-def is_complete(folder: str) -> bool:
-    """Whether `folder` holds a run manifest of this job (a JSON object with a fingerprint)."""
-    path = FileSystems.join(folder, MANIFEST)
-    try:
-        if not FileSystems.exists(path):
-            return False
-        with FileSystems.open(path) as f:
-            manifest = json.loads(f.read(1 << 24).decode("utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and "config_fingerprint" in manifest
 
 
 def _siblings(output: str, kind: str) -> list[str]:
@@ -197,8 +180,10 @@ def _swap_remote(staging: str, target: str, tables: tuple[str, ...]) -> None:
     old_manifest = FileSystems.join(target, MANIFEST)
     old_files: list[str] = []
     if FileSystems.exists(old_manifest):
-        with FileSystems.open(old_manifest) as f:
-            listed = json.loads(f.read().decode("utf-8")).get("files") or {}
+        # the files the old run lists, whatever its version (a file list unread is left to
+        # the table pattern below)
+        listed = (read_raw(target) or {}).get("files")
+        listed = listed if isinstance(listed, dict) else {}
         old_files = [FileSystems.join(target, name) for name in listed]
         FileSystems.delete([old_manifest])  # first: the old run is no longer complete
     stale = [

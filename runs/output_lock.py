@@ -2,7 +2,7 @@
 
 Two runs writing into one folder would mix their shards and both report success. The lock is
 a file beside the output folder (`.NAME.lock`: the folder itself is swapped for the new run at
-the end, pipelines/staging.py) that its owner holds `flock`-ed, writing in it its host, pid and
+the end, runs/staging.py) that its owner holds `flock`-ed, writing in it its host, pid and
 start time. Taking it is one atomic `flock`, whoever else tries at the same moment; the kernel
 releases it when its owner's process ends however it ends, so a killed run's lock is taken over
 (with a warning) by the next run, and by one run only. Its owner alone removes it, while still
@@ -22,7 +22,7 @@ import os
 import socket
 from types import TracebackType
 
-from pipelines.staging import resolved
+from runs.staging import resolved
 from transforms.read import lock_beside
 
 MAX_TRIES = 10  # a lock file removed under a taker this many times in a row: give up

@@ -1,0 +1,189 @@
+"""A run folder's names and its manifest: `run_manifest.json` parsed and checked against the
+format this version writes, the sha256 inventory of files, and the check that the shards a
+manifest lists are the files that run wrote (any file system Beam knows)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
+
+MANIFEST = "run_manifest.json"  # written last: a folder without it holds no complete run
+COST_REPORT = "cost_report.json"
+COST_REPORT_MD = "cost_report.md"
+REPORT_FILES = (COST_REPORT, COST_REPORT_MD, MANIFEST)  # beside the table folders
+# What `inspect` writes into a run folder: a page of that run, never carried over to the run
+# that replaces it (it would show the old run's config and counts beside the new one).
+REPORT_PAGE = "report"
+# The oldest runs this version reads: from config_version 8 on, a run's manifest lists its files
+# with their hashes and names its run_id, chunks/ has the page columns, changes/ has
+# chunks_updated and the config records chunk_text_room. A change to the folder's layout bumps
+# CONFIG_VERSION (transforms/fingerprint.py) and raises this to it.
+OLDEST_CONFIG_VERSION = 8
+MODES = ("run", "estimate")
+MAX_MANIFEST_BYTES = 1 << 24  # a file list of some 100,000 shards
+
+
+def _parse(path: str, limit: int | None = None) -> Any:
+    """The JSON value in `path` (its first `limit` bytes); ValueError when it is not JSON."""
+    with FileSystems.open(path) as f:
+        return json.loads((f.read() if limit is None else f.read(limit)).decode("utf-8"))
+
+
+def read_raw(folder: str) -> dict[str, Any] | None:
+    """`folder`'s manifest as a JSON object; None when it is missing, unreadable or not one."""
+    path = FileSystems.join(folder, MANIFEST)
+    try:
+        if not FileSystems.exists(path):
+            return None
+        manifest = _parse(path, MAX_MANIFEST_BYTES)
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def is_complete(folder: str) -> bool:
+    """Whether `folder` holds a manifest of this job (a JSON object with a config fingerprint),
+    of any version: what the staging swap may replace and finish."""
+    manifest = read_raw(folder)
+    return manifest is not None and "config_fingerprint" in manifest
+
+
+def read_checked(folder: str, label: str, advice: str) -> dict[str, Any]:
+    """`folder`'s manifest, checked to be of the format this version writes; ValueError naming
+    the folder (`label`) and saying what to do (`advice`) when it is missing, not a JSON object,
+    or of an older run."""
+    path = FileSystems.join(folder, MANIFEST)
+    if not FileSystems.exists(path):
+        raise ValueError(f"{label} has no {MANIFEST}: not a complete corpus-chunker run")
+    try:
+        manifest = _parse(path)
+    except ValueError as e:
+        raise ValueError(f"{label}: its {MANIFEST} is not JSON ({e})") from e
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{label}: its {MANIFEST} is not a JSON object")
+    problems = format_problems(manifest)
+    if problems:
+        raise ValueError(
+            f"{label}: its {MANIFEST} {' and '.join(problems)}: a run made by an older "
+            f"corpus-chunker (before config_version {OLDEST_CONFIG_VERSION}), or an edited "
+            f"manifest, which this version does not read; {advice}"
+        )
+    return manifest
+
+
+def format_problems(manifest: dict[str, Any]) -> list[str]:
+    """How `manifest` differs from the format this version writes (none: it is of it)."""
+    problems = []
+    if not isinstance(manifest.get("run_id"), str) or not manifest["run_id"]:
+        problems.append("has no run_id")
+    if not isinstance(manifest.get("files"), dict):
+        problems.append("has no file list")
+    if not isinstance(manifest.get("config_fingerprint"), str):
+        problems.append("has no config_fingerprint")
+    if manifest.get("mode") not in MODES:
+        problems.append(f"has mode {manifest.get('mode')!r}, not one of {', '.join(MODES)}")
+    config = manifest.get("config")
+    if not isinstance(config, dict):
+        problems.append("has no config")
+    else:
+        version = config.get("config_version")
+        if not isinstance(version, int) or version < OLDEST_CONFIG_VERSION:
+            problems.append(f"records config_version {version!r}")
+    return problems
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write `path` so that a reader sees the old file, no file, or the whole new one: the text
+    goes to a temporary name beside it, then is renamed over it."""
+    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    with FileSystems.create(tmp) as f:
+        f.write(text.encode("utf-8"))
+    if "://" not in path:
+        os.replace(tmp, path)  # atomic on a local filesystem, over an existing file too
+        return
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])  # an object store shows the object whole, or not
+
+
+def file_inventory(folder: str, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """{path relative to `folder`: {bytes, sha256}} of each file, read back as written."""
+    inventory = {}
+    root = folder.rstrip("/") + "/"
+    for path in sorted(set(paths)):
+        digest, size = hashlib.sha256(), 0
+        with FileSystems.open(path) as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+        name = path[len(root) :] if path.startswith(root) else path
+        inventory[name] = {"bytes": size, "sha256": digest.hexdigest()}
+    return inventory
+
+
+# What a run's manifest may list: the shards of its tables, and its cost report.
+_SHARD = re.compile(r"(?P<table>[a-z]+)/part-\d+-of-\d+\.parquet")
+_TOP_LEVEL_FILES = frozenset({COST_REPORT, COST_REPORT_MD})
+
+
+def _check_listed(name: object, entry: object, label: str) -> None:
+    """A manifest's file entry: a shard `TABLE/part-N-of-M.parquet` of one of the run's tables
+    or a top-level report file, with its size and hash; anything else (`..`, an absolute path,
+    another folder) is refused: the run's files are read only inside its folder."""
+    shard = _SHARD.fullmatch(name) if isinstance(name, str) else None
+    allowed = (shard is not None and shard["table"] in TABLES) or name in _TOP_LEVEL_FILES
+    if not allowed:
+        raise ValueError(
+            f"{label}: its manifest lists {name!r}, which is not a file a run writes "
+            "(TABLE/part-N-of-M.parquet or a cost report inside the run folder)"
+        )
+    if not isinstance(entry, dict):
+        raise ValueError(f"{label}: its manifest's entry for {name} is not an object")
+
+
+def verified_shards(
+    folder: str, files: dict[str, Any], label: str, advice: str
+) -> dict[str, tuple[str, ...]]:
+    """The table shards `files` (a manifest's file list) names, each checked to be the file
+    that run wrote (size and sha256); a shard added since is ignored, with a warning. Every
+    name must be a shard of the run's tables or a report file inside `folder`. `label` names
+    the run folder in messages and `advice` says what to do about a changed shard."""
+    for name, entry in files.items():
+        _check_listed(name, entry, label)
+    listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
+    found = file_inventory(folder, [FileSystems.join(folder, name) for name in listed])
+    for name, entry in listed.items():
+        if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
+            raise ValueError(
+                f"{label}: {name} is not the file that run wrote (its size "
+                f"or sha256 differs from the manifest's); {advice}"
+            )
+    shards: dict[str, list[str]] = {}
+    for name in sorted(listed):
+        shards.setdefault(name.split("/", 1)[0], []).append(FileSystems.join(folder, name))
+    for table in (CHUNKS, DOCUMENTS, REJECTS):
+        pattern = FileSystems.join(folder, table, "*.parquet")
+        extra = [
+            m.path
+            for m in FileSystems.match([pattern])[0].metadata_list
+            if m.path not in shards.get(table, [])
+        ]
+        if extra:
+            logging.warning(
+                "%s: %d files in %s/ that the run did not write are ignored (%s)",
+                label,
+                len(extra),
+                table,
+                extra[0],
+            )
+    return {table: tuple(paths) for table, paths in shards.items()}
