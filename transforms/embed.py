@@ -154,9 +154,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
             from sentence_transformers import SentenceTransformer
 
             device = pick_device(self.device)
-            model = _loaded(
-                (TORCH, path, device), lambda: SentenceTransformer(path, device=device)
-            )
+            model = _loaded((TORCH, path, device), lambda: SentenceTransformer(path, device=device))
         else:
             # Built here only when this worker's cache lacks it; the hash check keeps a worker
             # from mixing in vectors of another build.
