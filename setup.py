@@ -48,11 +48,11 @@ setup(
     description="Apache Beam job: raw documents to retrieval-ready, embedded Parquet chunks",
     packages=find_packages(
         include=[
-            *("pipelines", "pipelines.*", "runs", "runs.*"),
+            *("pipelines", "pipelines.*", "commands", "commands.*", "runs", "runs.*"),
             *("transforms", "transforms.*", "schemas", "schemas.*"),
         ]
     ),
-    package_data={"pipelines": ["templates/*.html"]},
+    package_data={"commands": ["templates/*.html"]},
     python_requires=">=3.11",
     install_requires=REQUIRES,
     extras_require={

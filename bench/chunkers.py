@@ -121,7 +121,7 @@ def default_sources(kind: str) -> Iterator[tuple[str, str]]:
             yield path, _read(path) or ""
         yield from _metadata_bodies("text/markdown")
     else:
-        from transforms.detect import CODE_LANGUAGE_BY_EXTENSION
+        from transforms.ingest.detect import CODE_LANGUAGE_BY_EXTENSION
 
         samples = os.path.join(REPO, "samples", "code")
         for path in _files([samples], tuple(CODE_LANGUAGE_BY_EXTENSION)):
@@ -132,7 +132,7 @@ def default_sources(kind: str) -> Iterator[tuple[str, str]]:
 
 def load_corpus(args: argparse.Namespace) -> dict[str, list[Doc]]:
     """Up to `--mb` MB of each kind, duplicates and special-token text left out."""
-    from transforms.detect import CODE_LANGUAGE_BY_EXTENSION
+    from transforms.ingest.detect import CODE_LANGUAGE_BY_EXTENSION
 
     seen: set[str] = set()
     corpus: dict[str, list[Doc]] = {}

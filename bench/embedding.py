@@ -54,7 +54,7 @@ def _log(message: str) -> None:
 def _raw_documents() -> Iterator:
     """Samples corpus first, then stdlib modules and pydoc topics, alternating (code and prose)."""
     from schemas.records import RawDocument
-    from transforms.read import document_id, parse_jsonl_line
+    from transforms.ingest.read import document_id, parse_jsonl_line
 
     samples = sorted(glob.glob(os.path.join(REPO, "samples", "**", "*"), recursive=True))
     for path in samples:
@@ -95,8 +95,8 @@ def collect_chunks(n: int, model_path: str) -> list:
     from transforms.budget import ChunkBudget
     from transforms.chunking.routing import ChunkingConfig, DocumentChunker
     from transforms.context import HeaderFitter, path_header
-    from transforms.extract import ExtractError, extract_document
-    from transforms.html import html_to_markdown
+    from transforms.ingest.extract import ExtractError, extract_document
+    from transforms.ingest.html import html_to_markdown
     from transforms.token_budget import TokenBudget, header_reserve
 
     budget = TokenBudget(
@@ -170,7 +170,7 @@ def padding_efficiency_sorted(pieces: list[int], batch_size: int) -> float:
 
 def pipeline_padding_efficiency(pieces: list[int], beam_batch: int, batch_size: int) -> float:
     """Real / padded word pieces when each Beam batch (arrival order) is cut as the handler does."""
-    from transforms.embed import length_sorted_batches
+    from transforms.embedding.embed import length_sorted_batches
 
     padded = 0
     for start in range(0, len(pieces), beam_batch):
@@ -183,7 +183,7 @@ def pipeline_padding_efficiency(pieces: list[int], beam_batch: int, batch_size: 
 
 def encode_sorted(model, texts: list[str], pieces: list[int], batch_size: int) -> None:
     """`encode` one pass at a time over the whole set in word-piece order (the least padding)."""
-    from transforms.embed import length_sorted_batches
+    from transforms.embedding.embed import length_sorted_batches
 
     for run in length_sorted_batches(pieces, batch_size):
         model.encode(
@@ -227,8 +227,8 @@ def run_pipeline(
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.embed import EmbedChunks, SentenceTransformerHandler
-    from transforms.embed_setup import prepare_model
+    from transforms.embedding.embed import EmbedChunks, SentenceTransformerHandler
+    from transforms.embedding.embed_setup import prepare_model
 
     prepared = prepared or prepare_model(MODEL_NAME, model_path, backend, None)
     p = beam.Pipeline(options=PipelineOptions([f"--runner={runner}"]))
@@ -315,7 +315,7 @@ def query_encoder(backend: str, model_path: str):
         from sentence_transformers import SentenceTransformer
 
         return SentenceTransformer(model_path, device="cpu")
-    from transforms.onnx_model import OnnxSentenceEncoder, ensure_onnx_model
+    from transforms.embedding.onnx_model import OnnxSentenceEncoder, ensure_onnx_model
 
     built = ensure_onnx_model(model_path, MODEL_NAME, backend)
     return OnnxSentenceEncoder(model_path, built.path, "cpu")
@@ -536,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from transforms.embed import read_model_info, resolve_model_path
+    from transforms.embedding.embed import read_model_info, resolve_model_path
 
     info = read_model_info(resolve_model_path(MODEL_NAME))
     started = time.perf_counter()
@@ -581,7 +581,7 @@ def main(argv: list[str] | None = None) -> None:
     backends = [] if args.skip_pipeline else args.backends.split(",")
     if backends and backends[0] != "torch":
         raise SystemExit("--backends must start with torch: the others are compared with it")
-    from transforms.embed_setup import prepare_model
+    from transforms.embedding.embed_setup import prepare_model
 
     for backend in backends:
         # Built (or found) before timing, as the job's launcher does.

@@ -29,7 +29,7 @@ def make(pages: int) -> bytes:
 
 
 def child(path: str) -> None:
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with open(path, "rb") as f:

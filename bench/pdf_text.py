@@ -6,8 +6,8 @@ recall, and pages per second beside pypdf and pdfminer.six, in one run.
 HTML_DIR's pages are read through the job's own HTML extractor (trafilatura), its index.html
 (the title and the contents) left aside. Words are runs of letters, lower-cased, so page
 numbers and footnote marks do not count. "naive" is PDFium's text page by page, with the
-contents and index pages that transforms.layout finds dropped and line-end hyphens joined;
-"ours" is transforms.pdf. Headings: the HTML's h1-h4, found when a Markdown heading of ours
+contents and index pages that transforms.ingest.layout finds dropped and line-end hyphens joined;
+"ours" is transforms.ingest.pdf. Headings: the HTML's h1-h4, found when a Markdown heading of ours
 spells the same letters (numbers aside). A peer that is not installed (pypdf and pdfminer.six
 come with the bench extra) reads "not installed" in the speed table.
 """
@@ -23,9 +23,9 @@ import time
 
 import lxml.html
 
-from transforms.html import html_to_markdown
-from transforms.layout import Line, contents_pages, index_pages
-from transforms.pdf import pdf_to_paged_text
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.layout import Line, contents_pages, index_pages
+from transforms.ingest.pdf import pdf_to_paged_text
 
 _WORD = re.compile(r"[^\W\d_]+")
 _HEADING = re.compile(r"^#{1,6} (.*)$", re.MULTILINE)

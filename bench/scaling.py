@@ -54,9 +54,9 @@ from schemas.arrow import DOCUMENT_SCHEMA, chunk_row, chunk_schema, document_row
 from schemas.records import Document, RawDocument
 from transforms.budget import ChunkBudget
 from transforms.chunking.routing import DocumentChunker
-from transforms.extract import ExtractError, extract_document
-from transforms.html import html_to_markdown
-from transforms.read import document_id, parse_jsonl_line
+from transforms.ingest.extract import ExtractError, extract_document
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.read import document_id, parse_jsonl_line
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB = os.path.dirname(os.__file__)
@@ -260,7 +260,7 @@ def chunks_for_embedding(paths: list[str], n_chunks: int) -> list:
 def time_embedding(chunks: list, runner_flags: list[str]) -> Usage:
     # Imported here, not at the top: the job's HTML extraction child re-imports this module
     # (multiprocessing's spawn loads __main__), and torch would add seconds to its start.
-    from transforms.embed import (
+    from transforms.embedding.embed import (
         EmbedChunks,
         SentenceTransformerHandler,
         read_model_info,

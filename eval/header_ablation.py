@@ -69,7 +69,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     from schemas.records import CONTEXT_JOINER, stable_hash
     from transforms.chunking.tokens import make_tokenizer
     from transforms.context.path import fit_header
-    from transforms.onnx_model import load_encoder
+    from transforms.embedding.onnx_model import load_encoder
 
     unknown = keep - set(PARTS)
     if unknown:

@@ -135,7 +135,7 @@ def split_documents(
 
 
 def embed(rows: list[dict[str, Any]], model_name: str) -> float:
-    from transforms.onnx_model import load_encoder
+    from transforms.embedding.onnx_model import load_encoder
 
     # The default run's own model and backend, so the baseline differs only in its chunks.
     model = load_encoder(model_name)

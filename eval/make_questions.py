@@ -460,7 +460,7 @@ def _write(path: str, records: list[dict]) -> None:
 
 def pair_questions(pairs: str, out: str) -> None:
     """OUT/html.jsonl and OUT/pdf.jsonl: every pair's questions, by form."""
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     os.makedirs(out, exist_ok=True)
     by_form: dict[str, list[dict]] = {"html": [], "pdf": []}

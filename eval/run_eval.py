@@ -257,7 +257,7 @@ def main() -> None:
         _run_once(name, run, command, args.reuse, seconds)
         pair_runs["pdf"].append(run)
 
-    from pipelines.evaluate import evaluate, markdown_table
+    from commands.evaluate import evaluate, markdown_table
 
     plain = [os.path.join(runs_dir, n) for n in names if n not in neutral and n not in pair_names
              and n not in PAIR_LANGCHAIN]  # fmt: skip

@@ -7,8 +7,8 @@ page's text content (lxml, scripts and styles dropped), any other file as it is.
 document are compared after whitespace normalisation (every run of whitespace is one space),
 nothing else: an answer that is not a verbatim passage fails. A PDF has no such text: its
 answers (passages of the same manual's HTML) are checked as runs of letters and digits,
-lower-cased, in the PDF's text as `transforms.pdf` extracts it. A record's "split" must be the
-half its id hashes to (`eval.make_questions.split_of`).
+lower-cased, in the PDF's text as `transforms.ingest.pdf` extracts it. A record's "split" must
+be the half its id hashes to (`eval.make_questions.split_of`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _words(text: str) -> str:
 
 @cache
 def _pdf_words(path: str) -> str:
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     with open(path, "rb") as f:
         return _words(pdf_to_paged_text(f.read()).text)

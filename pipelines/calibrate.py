@@ -104,9 +104,14 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
     from sentence_transformers import SentenceTransformer
 
     from transforms.chunking.tokens import make_tokenizer
-    from transforms.embed import pick_device
-    from transforms.models import DEFAULT_MODEL, TORCH, quiet_model_loading, resolve_model_path
-    from transforms.onnx_model import load_encoder
+    from transforms.embedding.embed import pick_device
+    from transforms.embedding.models import (
+        DEFAULT_MODEL,
+        TORCH,
+        quiet_model_loading,
+        resolve_model_path,
+    )
+    from transforms.embedding.onnx_model import load_encoder
 
     quiet_model_loading()
     device = pick_device(config.embedding.device)
@@ -139,7 +144,7 @@ def calibrate(config: Any, texts: list[str]) -> EmbeddingCalibration:
 
 def projection_lines(calibration: EmbeddingCalibration, embedded_tokens: int) -> list[str]:
     """The summary's lines: the projected embedding time and what it assumed."""
-    from pipelines.progress import duration
+    from pipelines.live_progress import duration
 
     seconds = calibration.project(embedded_tokens)
     c = calibration

@@ -22,10 +22,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines import progress
+from commands.terminal import for_terminal
+from pipelines import live_progress as progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
-from pipelines.terminal import for_terminal
 from runs.manifest import REPORT_FILES
 from runs.run_folder import RunFolder, previous_output_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
@@ -41,8 +41,7 @@ from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
-from transforms.embed_stage import Embed
-from transforms.extract import ExtractText
+from transforms.embedding.embed_stage import Embed
 from transforms.incremental import (
     PreviousRun,
     ReuseUnchanged,
@@ -50,7 +49,8 @@ from transforms.incremental import (
     read_previous,
     stand_in_previous_run,
 )
-from transforms.read import ReadDocuments, check_patterns, has_wildcard
+from transforms.ingest.extract import ExtractText
+from transforms.ingest.read import ReadDocuments, check_patterns, has_wildcard
 from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
 
 UNSUPPORTED_RUNNERS = {
@@ -102,7 +102,7 @@ def _cached_vectors(
         rows = None
     if rows is None and config.embedding_cache is None:
         return None
-    from transforms.embedding_cache import CachedVectors
+    from transforms.embedding.embedding_cache import CachedVectors
 
     return p | "Cached vectors" >> CachedVectors(
         key, rows, config.embedding_cache, config.embedding.dimension
@@ -158,7 +158,7 @@ def build_pipeline(
         config.embedding, config.embeds, cached, count_duplicates=config.estimate
     )
     if config.embedding_cache and embedded.new_vectors is not None:
-        from transforms.embedding_cache import WriteCache
+        from transforms.embedding.embedding_cache import WriteCache
 
         assert config.embedding.cache_key is not None
         embedded.new_vectors | "Add to the embedding cache" >> WriteCache(
@@ -439,10 +439,10 @@ def _run_with_progress(
 # Commands beside the job: `corpus-chunker NAME ...` runs "module:function" with the rest of
 # the arguments.
 SUBCOMMANDS = {
-    "evaluate": "pipelines.evaluate:main",
-    "inspect": "pipelines.inspect:main",
+    "evaluate": "commands.evaluate:main",
+    "inspect": "commands.inspect:main",
     "load": "pipelines.load:main",
-    "structure": "pipelines.structure:main",
+    "structure": "commands.structure:main",
 }
 
 

@@ -22,8 +22,10 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.runner import PipelineResult
 
-from pipelines.terminal import for_terminal
-from transforms.load import (
+from commands.terminal import for_terminal
+from transforms.stores import StoreSpec
+from transforms.stores.base import DEFAULT_TABLE
+from transforms.stores.loading import (
     CURRENT,
     DEFAULT_BATCH_SIZE,
     LoadChunks,
@@ -31,8 +33,6 @@ from transforms.load import (
     choose_mode,
     open_run,
 )
-from transforms.stores import StoreSpec
-from transforms.stores.base import DEFAULT_TABLE
 
 USAGE = "corpus-chunker load DIR --to URI [--table NAME] [--full] [--batch_size N] [Beam flags]"
 

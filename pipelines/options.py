@@ -22,14 +22,14 @@ from transforms.chunking.tokens import (
     resolve_engine,
 )
 from transforms.context import ContextConfig
+from transforms.embedding.models import DEFAULT_MODEL, EmbeddingConfig
+from transforms.embedding.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.fingerprint import (
     CONFIG_VERSION,
     FINGERPRINT_KEYS,
     config_fingerprint,
 )
-from transforms.models import DEFAULT_MODEL, EmbeddingConfig
-from transforms.onnx_model import BACKENDS, DEFAULT_BACKEND
-from transforms.read import ReadConfig, has_wildcard, literal_folder
+from transforms.ingest.read import ReadConfig, has_wildcard, literal_folder
 from transforms.token_budget import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_OVERLAP, TokenBudget
 
 
@@ -469,7 +469,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         # Last of the checks: it may build the ONNX model (once), whose hash the id carries.
         from apache_beam.options.pipeline_options import StandardOptions
 
-        from transforms.embed_setup import check_device, prepare_model, runs_here
+        from transforms.embedding.embed_setup import check_device, prepare_model, runs_here
 
         if not o.estimate and runs_here(options.view_as(StandardOptions).runner):
             check_device(embedding.device, embedding.backend)
@@ -480,7 +480,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
             embedding, model_id=prepared.model_id, onnx_sha256=prepared.onnx_sha256
         )
         if not o.estimate:
-            from transforms.embedding_cache import cache_key
+            from transforms.embedding.embedding_cache import cache_key
 
             embedding = dataclasses.replace(embedding, cache_key=cache_key(embedding))
     # Everything that changes the output goes into the fingerprint (not paths, runner, price).

@@ -161,7 +161,7 @@ def store_state(spec: StoreSpec) -> LoadState:
         store.close()
 
 
-# --- Qdrant's local mode, written by Beam's own writer (transforms/beam_chunks.py) ---------
+# --- Qdrant's local mode, written by Beam's own writer (transforms/stores/beam_chunks.py) ---------
 
 
 def qdrant_points(path: str, collection: str) -> dict[str, object]:
@@ -201,7 +201,7 @@ def write_to_qdrant(run: str, path: str, collection: str) -> None:
         QdrantWriteConfig,
     )
 
-    from transforms.beam_chunks import UUID, ReadBeamChunks
+    from transforms.stores.beam_chunks import UUID, ReadBeamChunks
 
     config = QdrantWriteConfig(
         connection_params=QdrantConnectionParameters.local(path), collection_name=collection

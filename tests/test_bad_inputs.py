@@ -28,15 +28,15 @@ from schemas.records import Document, RawDocument, Reject, content_hash
 from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run, jsonl_stream_bomb
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
 from transforms.chunking.tokens import TiktokenTokenizer
-from transforms.extract import (
+from transforms.ingest.extract import (
     MAX_WHITESPACE_RUN,
     ExtractError,
     _html_to_markdown,
     extract_document,
     first_heading,
 )
-from transforms.html import HtmlTooDeep, html_to_markdown
-from transforms.read import _ReadFileFn, check_patterns
+from transforms.ingest.html import HtmlTooDeep, html_to_markdown
+from transforms.ingest.read import _ReadFileFn, check_patterns
 from transforms.token_budget import TokenBudget
 
 # --- Typo'd flags ---------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def test_a_file_that_cannot_be_opened_is_rejected_with_the_reason(tmp_path, monk
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(name, *args, **kwargs)
 
-    monkeypatch.setattr("transforms.files.os.open", refuse)
+    monkeypatch.setattr("transforms.ingest.files.os.open", refuse)
     (got,) = _read(str(path))
     assert (got.stage, got.reason) == ("read", "permission_denied")
 
@@ -265,7 +265,7 @@ def test_the_heading_pattern_is_linear_on_a_long_line():
     line = "# a" + " " * 200_000 + "x"
     started = time.perf_counter()
     assert first_heading(line[:20_000] + "\n") == "a"
-    from transforms.extract import _ATX_HEADING
+    from transforms.ingest.extract import _ATX_HEADING
 
     assert _ATX_HEADING.search(line).group(1).rstrip() == "a" + " " * 200_000 + "x"
     assert time.perf_counter() - started < 1.0

@@ -1,4 +1,4 @@
-"""chunks/ rows as Beam's `ml.rag` Chunks and back (transforms/beam_chunks.py), and a run
+"""chunks/ rows as Beam's `ml.rag` Chunks and back (transforms/stores/beam_chunks.py), and a run
 written into Qdrant's local mode through Beam's own `VectorDatabaseWriteTransform`."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from tests.load_runs import (
     write_run,
     write_to_qdrant,
 )
-from transforms.beam_chunks import (
+from transforms.common import NAMESPACE
+from transforms.stores.beam_chunks import (
     UUID,
     FromBeamChunks,
     ReadBeamChunks,
@@ -38,7 +39,6 @@ from transforms.beam_chunks import (
     from_beam_chunk,
     to_beam_chunk,
 )
-from transforms.common import NAMESPACE
 from transforms.write import WriteTable
 
 

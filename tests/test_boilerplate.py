@@ -344,7 +344,7 @@ def test_language_falls_back_to_the_file_extension() -> None:
 
 
 def test_every_detected_code_language_has_a_comment_syntax() -> None:
-    detect = pytest.importorskip("transforms.detect")
+    detect = pytest.importorskip("transforms.ingest.detect")
     from transforms.boilerplate import _comment_syntax
 
     for ext, language in detect.CODE_LANGUAGE_BY_EXTENSION.items():

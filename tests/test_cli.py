@@ -76,7 +76,7 @@ def test_version_and_subcommands(capsys):
     main(["--version"])
     out = capsys.readouterr().out.strip()
     assert out == version() and out.startswith("corpus-chunker ") and "apache-beam 2." in out
-    assert SUBCOMMANDS["inspect"] == "pipelines.inspect:main"
+    assert SUBCOMMANDS["inspect"] == "commands.inspect:main"
 
 
 def test_summary_lists_rejects_by_reason_removals_and_size():

@@ -3,7 +3,7 @@
 import gzip
 import os
 
-from transforms.detect import detect
+from transforms.ingest.detect import detect
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

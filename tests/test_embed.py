@@ -21,7 +21,7 @@ from apache_beam.testing.util import assert_that
 
 from pipelines.options import config_from_options
 from schemas.records import Chunk, Reject, stable_hash
-from transforms.embed import (
+from transforms.embedding.embed import (
     NAMESPACE,
     EmbedChunks,
     SentenceTransformerHandler,
@@ -29,7 +29,7 @@ from transforms.embed import (
     read_model_info,
     resolve_model_path,
 )
-from transforms.models import EmbeddingConfig
+from transforms.embedding.models import EmbeddingConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DIMENSION = 384
@@ -106,7 +106,7 @@ def test_read_model_info_needs_neither_torch_nor_sentence_transformers() -> None
                     raise ImportError(name + " is blocked in this test")
 
         sys.meta_path.insert(0, Block())
-        from transforms.embed import read_model_info, resolve_model_path
+        from transforms.embedding.embed import read_model_info, resolve_model_path
 
         info = read_model_info(resolve_model_path("default"))
         print(info.dimension, info.max_seq_length)
@@ -349,7 +349,7 @@ class CountingHandler(SentenceTransformerHandler):
 @pytest.mark.slow
 def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str) -> None:
     from transforms import accounting
-    from transforms.embed_setup import prepare_model
+    from transforms.embedding.embed_setup import prepare_model
 
     licence = "Licensed under the Apache License, Version 2.0 (the 'License');"
     texts = [licence, TEXTS[0], licence, TEXTS[1], licence]

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.embedding_cache import CACHE_SCHEMA, CachedVectors
-from transforms.models import text_key
+from transforms.embedding.embedding_cache import CACHE_SCHEMA, CachedVectors
+from transforms.embedding.models import text_key
 
 MODEL = "model|onnx|sha256:abc"
 DIM = 4
@@ -85,7 +85,7 @@ def test_a_previous_runs_vectors_are_checked_too(tmp_path):
 
 
 def test_checked_vectors_keep_their_values():
-    from transforms.embedding_cache import checked_vector
+    from transforms.embedding.embedding_cache import checked_vector
 
     assert checked_vector([1, 0.5], 2, 2).embedding == (1.0, 0.5)
     assert checked_vector([1, 0.5], None, None).model_tokens is None

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from commands.evaluate import score_ranking
 from eval.header_ablation import ablated_header, header_parts
 from eval.make_questions import split_of, unnamed_sqlite
 from eval.neutral import neutral_corpus, neutral_names, neutral_questions
-from pipelines.evaluate import score_ranking
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTIONS = sorted(glob.glob(os.path.join(HERE, "..", "eval", "questions", "*.jsonl")))

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import evaluate
-from pipelines.evaluate import evaluate_run, load_questions, markdown_table, score_ranking
-from pipelines.relevance import Passage, is_relevant, relevant, source_matches, words
+from commands import evaluate
+from commands.evaluate import evaluate_run, load_questions, markdown_table, score_ranking
+from commands.relevance import Passage, is_relevant, relevant, source_matches, words
 from runs.run_folder import RunFolder
 from schemas.arrow import chunk_schema
 from transforms.fingerprint import CONFIG_VERSION

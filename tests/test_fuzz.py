@@ -19,7 +19,7 @@ from schemas.records import RawDocument
 from transforms.chunking.code import SUPPORTED_LANGUAGES
 from transforms.chunking.routing import STRATEGIES, strategy_class
 from transforms.chunking.tokens import make_tokenizer
-from transforms.extract import ExtractError, _html_to_markdown, extract_document
+from transforms.ingest.extract import ExtractError, _html_to_markdown, extract_document
 from transforms.token_budget import TokenBudget
 
 # Strategies that need no model (the semantic one embeds sentences: its limits are tested with
@@ -135,7 +135,7 @@ def _read(path: str, root: str) -> list:
     from apache_beam.io import fileio
     from apache_beam.io.filesystem import FileMetadata
 
-    from transforms.read import _ReadFileFn
+    from transforms.ingest.read import _ReadFileFn
 
     fn = _ReadFileFn(MAX_FILE_BYTES, root)
     readable = fileio.ReadableFile(FileMetadata(path, os.path.getsize(path)))

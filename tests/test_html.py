@@ -1,4 +1,4 @@
-"""Tests for transforms.html on the real documentation pages in samples/html/.
+"""Tests for transforms.ingest.html on the real documentation pages in samples/html/.
 
 PostgreSQL 15 (DocBook), SQLite and Python (Sphinx) pages: the navigation, menus, sidebars and
 footers must go, the body text must stay, and the body's <h1>-<h6> must come out as Markdown
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.html import HtmlExtraction, _wrap_body_in_main, html_to_markdown
+from transforms.ingest.html import HtmlExtraction, _wrap_body_in_main, html_to_markdown
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "html"
 PAGES = sorted(p.name for p in SAMPLES.glob("*.html"))
@@ -270,7 +270,7 @@ def test_result_is_frozen_and_picklable() -> None:
     result = extracted("tutorial-join.html")
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.text = "x"  # type: ignore[misc]
-    # transforms/extract.py returns it from a child process
+    # transforms/ingest/extract.py returns it from a child process
     assert pickle.loads(pickle.dumps(result)) == result
 
 

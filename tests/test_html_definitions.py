@@ -5,7 +5,7 @@ import gzip
 import os
 
 from transforms.chunking.markdown import markdown_sections
-from transforms.html import definition_terms_inline, html_to_markdown
+from transforms.ingest.html import definition_terms_inline, html_to_markdown
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

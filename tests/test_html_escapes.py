@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.markdown import _parser, markdown_sections
-from transforms.html import html_to_markdown
-from transforms.trafilatura_markdown import _HTML_BLOCK_START, fences_alone, without_escapes
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.trafilatura_markdown import _HTML_BLOCK_START, fences_alone, without_escapes
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # the escapes trafilatura adds to prose: a backslash before * _ ` ~ [ ] <

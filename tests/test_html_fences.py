@@ -7,8 +7,8 @@ import os
 import re
 
 from transforms.chunking.markdown import _parser
-from transforms.html import html_to_markdown
-from transforms.trafilatura_markdown import fences_alone
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.trafilatura_markdown import fences_alone
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

@@ -5,7 +5,7 @@ import os
 
 from lxml.html import document_fromstring
 
-from transforms.html import _drop_navigation_lines, html_to_markdown
+from transforms.ingest.html import _drop_navigation_lines, html_to_markdown
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

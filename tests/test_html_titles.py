@@ -6,7 +6,7 @@ import os
 from lxml.html import document_fromstring
 
 from transforms.chunking.markdown import markdown_sections
-from transforms.html import html_to_markdown, page_title, title_heading_above_sections
+from transforms.ingest.html import html_to_markdown, page_title, title_heading_above_sections
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 

@@ -4,7 +4,7 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("pipelines", "runs", "transforms", "schemas")
+PACKAGES = ("pipelines", "commands", "runs", "transforms", "schemas")
 
 
 def _modules() -> dict[str, str]:

@@ -17,9 +17,9 @@ import pytest
 
 from pipelines import load
 from tests.load_runs import assert_holds_exactly, change, chunk, held, store_state, write_run
-from transforms.load import CURRENT, FULL, INCREMENTAL, RunToLoad, choose_mode, open_run
 from transforms.stores import StoreSpec
 from transforms.stores.base import STORE_COLUMNS, LoadState, check_table_name, store_schema
+from transforms.stores.loading import CURRENT, FULL, INCREMENTAL, RunToLoad, choose_mode, open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,10 +17,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.options import config_from_options
-from transforms import onnx_model
-from transforms.embed_setup import prepare_model, runs_here
-from transforms.models import resolve_model_path
-from transforms.onnx_model import (
+from transforms.embedding import onnx_model
+from transforms.embedding.embed_setup import prepare_model, runs_here
+from transforms.embedding.models import resolve_model_path
+from transforms.embedding.onnx_model import (
     ONNX,
     ONNX_INT8,
     OnnxSettings,
@@ -199,8 +199,8 @@ OFFLINE_BUILD = textwrap.dedent(
 
     socket.socket.connect = refuse  # anything that tries to download fails loudly
     socket.create_connection = refuse
-    from transforms.models import resolve_model_path
-    from transforms.onnx_model import ensure_onnx_model
+    from transforms.embedding.models import resolve_model_path
+    from transforms.embedding.onnx_model import ensure_onnx_model
 
     built = ensure_onnx_model(resolve_model_path("default"), "default", sys.argv[1], sys.argv[2])
     print(json.dumps({"path": built.path, "sha256": built.sha256, "id": built.model_id}))
@@ -253,7 +253,7 @@ def torch_vectors(real_chunks: list[str]) -> np.ndarray:
 
 
 def _onnx_vectors(backend: str, texts: list[str]) -> tuple[np.ndarray, object]:
-    from transforms.onnx_model import OnnxSentenceEncoder
+    from transforms.embedding.onnx_model import OnnxSentenceEncoder
 
     path = resolve_model_path("default")
     encoder = OnnxSentenceEncoder(path, ensure_onnx_model(path, "default", backend).path, "cpu")
@@ -290,8 +290,8 @@ def test_onnx_int8_stays_within_the_stated_cosine_of_float32(real_chunks, torch_
 def test_an_int8_vector_does_not_depend_on_the_chunks_beside_it(real_chunks) -> None:
     # Dynamic int8 scales a pass's activations by that pass's range: the handler gives each
     # text a pass of its own, so the same text gets the same vector in any batch.
-    from transforms.embed import SentenceTransformerHandler
-    from transforms.models import read_model_info
+    from transforms.embedding.embed import SentenceTransformerHandler
+    from transforms.embedding.models import read_model_info
 
     path = resolve_model_path("default")
     handler = SentenceTransformerHandler(
@@ -328,7 +328,7 @@ def test_gpu_vectors_match_cpu_ones(real_chunks, torch_vectors) -> None:
         pytest.skip("no CUDA GPU on this machine (torch.cuda.is_available() is False)")
     from sentence_transformers import SentenceTransformer
 
-    from transforms.embed import GPU_BATCH
+    from transforms.embedding.embed import GPU_BATCH
 
     model = SentenceTransformer(resolve_model_path("default"), device="cuda")
     on_gpu = model.encode(real_chunks, batch_size=GPU_BATCH, normalize_embeddings=True)
@@ -337,7 +337,7 @@ def test_gpu_vectors_match_cpu_ones(real_chunks, torch_vectors) -> None:
     import onnxruntime
 
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-        from transforms.onnx_model import OnnxSentenceEncoder
+        from transforms.embedding.onnx_model import OnnxSentenceEncoder
 
         path = resolve_model_path("default")
         encoder = OnnxSentenceEncoder(path, ensure_onnx_model(path, "default", ONNX).path, "cuda")
@@ -347,7 +347,7 @@ def test_gpu_vectors_match_cpu_ones(real_chunks, torch_vectors) -> None:
 
 
 def test_a_recorded_model_id_names_model_backend_and_hash() -> None:
-    from transforms.onnx_model import parse_model_id
+    from transforms.embedding.onnx_model import parse_model_id
 
     recorded = "default|onnx-int8|int8-dynamic,per-channel,QInt8,MatMul,opset17|sha256:76397f74"
     assert parse_model_id(recorded) == ("default", ONNX_INT8, "76397f74")

@@ -52,13 +52,13 @@ def test_bad_flag_is_named(flags, message):
 def test_a_bad_token_budget_fails_before_the_model_is_built(monkeypatch, flags, message):
     """Issue 26: --chunk_overlap, the text room of --chunk_size and the other chunking flags
     were checked after prepare_model had built or loaded the ONNX model (about 15 s cold)."""
-    import transforms.embed_setup
+    import transforms.embedding.embed_setup
 
     def too_early(*args, **kwargs):
         raise AssertionError("the embedding model was prepared before the token flags were checked")
 
-    monkeypatch.setattr(transforms.embed_setup, "prepare_model", too_early)
-    monkeypatch.setattr(transforms.embed_setup, "check_device", too_early)
+    monkeypatch.setattr(transforms.embedding.embed_setup, "prepare_model", too_early)
+    monkeypatch.setattr(transforms.embedding.embed_setup, "check_device", too_early)
     with pytest.raises(ValueError, match=message):
         config(*flags)
 

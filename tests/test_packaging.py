@@ -19,7 +19,7 @@ import apache_beam
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pipelines", "runs", "transforms", "schemas")
+PACKAGES = ("pipelines", "commands", "runs", "transforms", "schemas")
 
 
 def _modules() -> list[str]:

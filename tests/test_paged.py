@@ -16,9 +16,9 @@ from tests.paged.make import (
     words_pdf,
 )
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
-from transforms.detect import binary_type
-from transforms.extract import ExtractError, extract_document
-from transforms.layout import (
+from transforms.ingest.detect import binary_type
+from transforms.ingest.extract import ExtractError, extract_document
+from transforms.ingest.layout import (
     Line,
     OutlineEntry,
     join_hyphen,
@@ -74,7 +74,7 @@ def test_every_chunk_has_the_page_of_its_markers():
 
 
 def test_two_columns_come_out_left_column_whole_then_right():
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     text = pdf_to_paged_text(two_column_pdf()).text
     assert text.startswith("# A title set across both columns of the page\n")
@@ -86,7 +86,7 @@ def test_two_columns_come_out_left_column_whole_then_right():
 
 
 def test_contents_and_index_pages_are_left_out_and_counted():
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     paged = pdf_to_paged_text(contents_and_index_pdf())
     assert paged.removed["contents_pages"] == 1 and paged.removed["index_pages"] == 1
@@ -230,7 +230,7 @@ def _cpu_spin(seconds: float) -> None:
 
 
 def _pages_then_spin(pages: int, seconds: float) -> int:
-    from transforms.extract import allow_pages
+    from transforms.ingest.extract import allow_pages
 
     allow_pages(pages)
     _cpu_spin(seconds)
@@ -238,8 +238,8 @@ def _pages_then_spin(pages: int, seconds: float) -> int:
 
 
 def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
-    from transforms.extract import CpuTimeUp, allow_pages, within_cpu_time
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.extract import CpuTimeUp, allow_pages, within_cpu_time
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     assert within_cpu_time(0.2, _pages_then_spin, 3000, 0.4) == 3000  # 0.6 s for 3,000 pages
     with pytest.raises(CpuTimeUp):

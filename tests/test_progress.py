@@ -8,8 +8,8 @@ import time
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import progress
-from pipelines.progress import Estimator, progress_line
+from pipelines import live_progress as progress
+from pipelines.live_progress import Estimator, progress_line
 from transforms import progress as tally
 from transforms.progress import PROGRESS_DIR_ENV
 

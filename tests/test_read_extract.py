@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.records import RawDocument, Reject
-from transforms.detect import detect, is_binary, sniff
-from transforms.extract import ExtractError, decode, extract_document, title_line
-from transforms.html import html_to_markdown
-from transforms.read import (
+from transforms.ingest.detect import detect, is_binary, sniff
+from transforms.ingest.extract import ExtractError, decode, extract_document, title_line
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.read import (
     bounded_lines,
     check_patterns,
     hidden_below,
@@ -276,7 +276,7 @@ def _spin(seconds: float) -> int:
 def test_the_extraction_limit_counts_cpu_time_not_waiting():
     import time
 
-    from transforms.extract import CpuTimeUp, within_cpu_time
+    from transforms.ingest.extract import CpuTimeUp, within_cpu_time
 
     # waiting uses no CPU: a 0.2 s limit lets a 0.5 s sleep finish
     assert within_cpu_time(0.2, time.sleep, 0.5) is None

@@ -14,8 +14,8 @@ import re
 import pytest
 from hypothesis import settings
 
+from commands.run_stats import FRAGMENT_FRACTION
 from pipelines import flags_doc
-from pipelines.run_stats import FRAGMENT_FRACTION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden", "samples_default.json")

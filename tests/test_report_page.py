@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.inspect import PAGE_MAX_BYTES, main
+from commands.inspect import PAGE_MAX_BYTES, main
 from runs.run_folder import RunFolder
 from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA, chunk_schema
 from schemas.records import DOC_TYPES

@@ -34,19 +34,19 @@ def _no_run_id(manifest: dict) -> None:
 
 
 def _inspect(out: str) -> None:
-    from pipelines.inspect import load_run
+    from commands.inspect import load_run
 
     load_run(out)
 
 
 def _evaluate(out: str) -> None:
-    from pipelines.evaluate import run_model
+    from commands.evaluate import run_model
 
     run_model(out)
 
 
 def _load(out: str) -> None:
-    from transforms.load import open_run
+    from transforms.stores.loading import open_run
 
     open_run(out)
 

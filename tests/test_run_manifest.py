@@ -17,7 +17,7 @@ from tests.load_runs import chunk, write_run
 from transforms.accounting import file_inventory
 from transforms.fingerprint import CONFIG_VERSION, FINGERPRINT_KEYS, config_fingerprint
 from transforms.incremental import load_previous_run
-from transforms.load import open_run
+from transforms.stores.loading import open_run
 
 CONFIG: dict[str, Any] = {
     "config_version": CONFIG_VERSION,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipelines import run_stats
-from pipelines.run_stats import Limits
+from commands import run_stats
+from commands.run_stats import Limits
 
 
 def chunk(doc, i, start, end, tokens, text=None, doc_type="markdown", strategy="markdown"):

@@ -1,13 +1,13 @@
 """Text printed to a terminal has its control characters escaped (issue 22, N12): document
 text and file names come from the corpus, and ESC]0;...BEL retitles a window, ESC[2J clears
-the screen. One helper, `pipelines.terminal.for_terminal`, for `inspect --show`, the
+the screen. One helper, `commands.terminal.for_terminal`, for `inspect --show`, the
 summaries and the reject tables."""
 
 from __future__ import annotations
 
 import io
 
-from pipelines.inspect import Run, format_table, show_document
+from commands.inspect import Run, format_table, show_document
 
 EVIL_NAME = "docs/\x1b[31mred\x1b[0m.txt"
 EVIL_TEXT = "Title\x1b]0;pwned\x07 then \x1b[2J a cleared screen.\n\tTabbed line \x9b and more.\n"
@@ -52,7 +52,7 @@ def test_a_table_cell_is_escaped_newlines_too():
 
 
 def test_for_terminal_escapes_controls_and_keeps_text():
-    from pipelines.terminal import for_terminal
+    from commands.terminal import for_terminal
 
     assert for_terminal("é 中文 🙂\n\tx") == "é 中文 🙂\n\tx"
     assert for_terminal("a\x00b\x7fc\u202ed") == "a\\x00b\\x7fc\\u202ed"

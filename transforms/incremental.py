@@ -8,7 +8,7 @@ its extraction ran over the time limit, say on a busy night) is kept: the previo
 document row and chunks are carried over, beside its reject row, so that the index does not
 lose it for one night. A previous run
 of another config reuses no chunk, but still gives the change log (transforms/changes.py) and
-the vectors of identical embedded texts (the embedding cache, transforms/embed.py).
+the vectors of identical embedded texts (the embedding cache, transforms/embedding/embed.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ class PreviousRun:
     # The shards that run wrote, per table (from its manifest, each checked against it)
     shards: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     run_id: str | None = None  # None: a dry run's stand-in, which reads no manifest
-    embedding_cache_key: str | None = None  # its model's key (transforms/embedding_cache.py)
+    embedding_cache_key: str | None = (
+        None  # its model's key (transforms/embedding/embedding_cache.py)
+    )
     # Whether its chunks may be reused: the same config fingerprint as this run.
     reusable: bool = True
 

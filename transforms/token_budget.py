@@ -124,7 +124,7 @@ class TokenBudget:
         bundled model's folder differs between the launcher and a worker image)."""
         if self.model_tokenizer is None:
             return None
-        from transforms.models import resolve_model_path
+        from transforms.embedding.models import resolve_model_path
 
         return make_tokenizer(f"hf:{resolve_model_path(self.model_tokenizer)}")
 

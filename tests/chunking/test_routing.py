@@ -11,7 +11,7 @@ from schemas.records import Document, content_hash
 from transforms import accounting
 from transforms.chunking.routing import ChunkDocuments, ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import get_tiktoken_encoding, make_tokenizer
-from transforms.embed import resolve_model_path
+from transforms.embedding.embed import resolve_model_path
 from transforms.token_budget import TokenBudget
 
 TEXT = "\n\n".join(
@@ -164,7 +164,7 @@ SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "samples"
 
 @pytest.mark.parametrize("tokenizer", ["cl100k_base", "o200k_base"])
 def test_both_token_engines_give_the_same_chunks_on_the_samples(tokenizer):
-    from transforms.detect import CODE_LANGUAGE_BY_EXTENSION
+    from transforms.ingest.detect import CODE_LANGUAGE_BY_EXTENSION
 
     docs = []
     for folder, doc_type in (("text", "text"), ("markdown", "markdown"), ("code", "code")):

@@ -312,7 +312,7 @@ class JobRuns:
     def _build(name: str, output: str, printed: Path) -> None:
         import io
 
-        from pipelines import progress
+        from pipelines import live_progress as progress
         from pipelines.chunk_corpus import run
 
         err = io.StringIO()

@@ -12,13 +12,13 @@ import sys
 import pytest
 
 import pipelines.chunk_corpus as job
-import transforms.read as read_module
+import transforms.ingest.read as read_module
 from pipelines.chunk_corpus import NothingChunkedError, prepare_output
 from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, fake_run, write_bad_corpus
 from tests.jobs import run
 from tests.tables import report, rows
 from transforms.chunking.tokens import TiktokenTokenizer
-from transforms.extract import MAX_WHITESPACE_RUN
+from transforms.ingest.extract import MAX_WHITESPACE_RUN
 
 pytestmark = pytest.mark.slow
 CHUNK_SIZE = 192

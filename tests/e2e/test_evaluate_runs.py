@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from pipelines import evaluate
-from pipelines.evaluate import evaluate_run, load_questions
+from commands import evaluate
+from commands.evaluate import evaluate_run, load_questions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.slow

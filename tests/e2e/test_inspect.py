@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
+from commands.inspect import main
 from pipelines.chunk_corpus import main as cli_main
-from pipelines.inspect import main
 from tests.jobs import run
 from tests.tables import rows
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pipelines import progress
+from pipelines import live_progress as progress
 from tests.jobs import run
 from tests.tables import report
 

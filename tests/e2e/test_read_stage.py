@@ -11,8 +11,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.records import RawDocument
-from transforms.extract import ExtractError, ExtractText, extract_document
-from transforms.read import (
+from transforms.ingest.extract import ExtractError, ExtractText, extract_document
+from transforms.ingest.read import (
     ReadConfig,
     ReadDocuments,
     document_id,
@@ -198,7 +198,7 @@ def test_the_time_limit_counts_the_extraction_not_the_start_of_its_process(tmp_p
         _write(tmp_path, "b_slow.html", slow.encode()),
         _write(tmp_path, "c_small.html", small.encode()),
     ]
-    from transforms.extract import _ExtractFn
+    from transforms.ingest.extract import _ExtractFn
 
     fn = _ExtractFn(timeout_s=1.0)
     fn.setup()
@@ -218,7 +218,7 @@ def test_the_time_limit_counts_the_extraction_not_the_start_of_its_process(tmp_p
 
 
 def test_the_extraction_child_sees_no_secret_of_the_parent(monkeypatch):
-    from transforms.extract import _ExtractFn
+    from transforms.ingest.extract import _ExtractFn
 
     monkeypatch.setenv("CORPUS_CHUNKER_LLM_API_KEY", "sk-parent-secret")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-other-secret")
@@ -251,7 +251,7 @@ def test_the_time_limit_is_the_childs_cpu_time(tmp_path):
     import time
 
     from tests.test_read_extract import _spin  # busy, by module path for the child
-    from transforms.extract import ExtractError, _ExtractFn
+    from transforms.ingest.extract import ExtractError, _ExtractFn
 
     fn = _ExtractFn(timeout_s=0.5)
     fn.setup()

@@ -28,7 +28,7 @@ from transforms.chunking.tokens import (
     make_tokenizer,
 )
 from transforms.common import NAMESPACE, REJECTS
-from transforms.layout import page_of
+from transforms.ingest.layout import page_of
 from transforms.token_budget import TokenBudget
 
 DOCUMENTS = "documents"  # the tags of the chunk stage's outputs
@@ -49,7 +49,7 @@ DEFAULT_STRATEGY_BY_TYPE: dict[str, str] = {
     "markdown": "markdown",
     "html": "markdown",  # trafilatura's markdown output: headings become section paths
     "code": "code",
-    # PDF, Word and PowerPoint are extracted to Markdown (transforms.pdf, transforms.office)
+    # PDF, Word and PowerPoint are extracted to Markdown (transforms.ingest.pdf and .office)
     "pdf": "markdown",
     "docx": "markdown",
     "pptx": "markdown",

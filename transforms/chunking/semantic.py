@@ -69,7 +69,7 @@ class SemanticChunker(Chunker):
         if self._model is None:
             import os
 
-            from transforms.models import quiet_model_loading, resolve_model_path
+            from transforms.embedding.models import quiet_model_loading, resolve_model_path
 
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer

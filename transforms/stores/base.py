@@ -3,7 +3,7 @@
 A store holds one table of chunk rows (STORE_COLUMNS, keyed by chunk_id) and, beside it, a
 record of the run it holds (LoadState), so that a later load can tell whether a run's
 changes/ table applies to it. Each backend (postgres.py, lance.py) implements VectorStore; the
-Beam stages in transforms/load.py only call these methods.
+Beam stages in transforms/stores/loading.py only call these methods.
 """
 
 from __future__ import annotations

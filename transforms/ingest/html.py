@@ -36,7 +36,7 @@ already have a container are left untouched, so trafilatura's choice stands ther
 Sphinx/docutils permalink anchors (``<a class="headerlink">¶</a>``) are removed first, so
 headings and the title read "textwrap — Text wrapping and filling", not "...filling¶".
 
-trafilatura's Markdown then goes through `transforms.trafilatura_markdown`: a code block in a
+trafilatura's Markdown then goes through `transforms.ingest.trafilatura_markdown`: a code block in a
 list item or a definition starts on a line of its own (`fences_alone`), and the text loses the
 backslash escapes trafilatura added to it (`without_escapes`: ``<name>``, not ``\\<name>``).
 """
@@ -51,7 +51,7 @@ import trafilatura
 from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
-from transforms.trafilatura_markdown import fences_alone, without_escapes
+from transforms.ingest.trafilatura_markdown import fences_alone, without_escapes
 
 try:  # the very expressions trafilatura uses to find a content container
     from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS

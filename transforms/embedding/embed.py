@@ -5,8 +5,8 @@ model sharing and metrics. Beam hands the model full batches of `max_batch_size`
 each is cut into forward passes of chunks of similar length in the model's own word pieces, so
 little of a pass is padding. Failed batches go to the dead-letter output with their chunk ids.
 The model runs on torch (sentence-transformers) or on ONNX Runtime, float32 or int8
-(transforms/onnx_model.py). Chunks whose embedded text is the same are embedded once per run:
-they are grouped by a hash of that text and the vector is copied to each.
+(transforms/embedding/onnx_model.py). Chunks whose embedded text is the same are embedded once per
+run: they are grouped by a hash of that text and the vector is copied to each.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from schemas.records import Chunk, Reject
 from transforms import progress
 from transforms.accounting import ChunkDeduplicated, EmbeddingReused
 from transforms.common import NAMESPACE
-from transforms.models import (  # noqa: F401 - re-exported: callers import them from here
+from transforms.embedding.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
     ONNX_INT8,
     CachedVector,
@@ -118,7 +118,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         onnx_sha256: str | None = None,
         cache_dir: str | None = None,
     ) -> None:
-        from transforms.onnx_model import BACKENDS, TORCH
+        from transforms.embedding.onnx_model import BACKENDS, TORCH
 
         if backend not in BACKENDS:
             raise ValueError(f"embedding backend must be one of {BACKENDS}, got {backend!r}")
@@ -145,7 +145,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
     def load_model(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from transforms.onnx_model import TORCH, OnnxSentenceEncoder, ensure_onnx_model
+        from transforms.embedding.onnx_model import TORCH, OnnxSentenceEncoder, ensure_onnx_model
 
         quiet_model_loading()
         # Resolved on the worker: the bundled model lies where this environment installed it.

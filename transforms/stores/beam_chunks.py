@@ -183,7 +183,7 @@ class ReadBeamChunks(beam.PTransform):
         self.batch_size = batch_size
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        from transforms.load import open_run
+        from transforms.stores.loading import open_run
 
         shards = open_run(self.output).shards[CHUNKS]
         return (

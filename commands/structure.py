@@ -1,5 +1,5 @@
 """`corpus-chunker structure PAGES...`: the structural invariant over HTML pages, a table of
-violations per generator (transforms/structure_check.py, docs/structure.md).
+violations per generator (transforms/ingest/structure_check.py, docs/structure.md).
 
     corpus-chunker structure .cache/zoo/pages --by_folder [--show 3] [--json_out F]
 """
@@ -12,7 +12,7 @@ import os
 import sys
 from collections import defaultdict
 
-from transforms.structure_check import KINDS, Violation, check_page, count, generator_of
+from transforms.ingest.structure_check import KINDS, Violation, check_page, count, generator_of
 
 _HTML = (".html", ".htm", ".xhtml")
 
@@ -42,8 +42,8 @@ def check_file(path: str) -> tuple[str, list[Violation]]:
     import trafilatura
 
     from schemas.records import RawDocument
-    from transforms.extract import cut_whitespace_runs, decode
-    from transforms.html import html_to_markdown
+    from transforms.ingest.extract import cut_whitespace_runs, decode
+    from transforms.ingest.html import html_to_markdown
 
     with open(path, "rb") as f:
         data = f.read()

@@ -1,13 +1,13 @@
 """corpus-chunker evaluate: retrieval metrics of finished runs on a labelled question set.
 
     corpus-chunker evaluate RUN [RUN...] --questions Q.jsonl [--json_out F] [--k 1 5 10]
-    python -m pipelines.evaluate ...                                   (the same)
+    python -m commands.evaluate ...                                   (the same)
 
 Each question is embedded with its run's own model (the one `run_manifest.json` names) and
 scored against every embedded chunk by exact cosine similarity. The chunks table is read in
 record batches and only a running top list per question is kept, so memory holds one batch
 of embeddings plus the questions, whatever the corpus size. Relevance is the word-shingle
-rule of `pipelines.relevance`, and only chunks of the document an answer names can be
+rule of `commands.relevance`, and only chunks of the document an answer names can be
 relevant to it. A run with parent chunks (`--parent_chunk_size`) is scored twice: its
 children as retrieved, and "retrieve the child, return its parent".
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.relevance import Passage, relevant, source_matches
+from commands.relevance import Passage, relevant, source_matches
 from runs.run_folder import RunFolder
 
 DEFAULT_KS = (1, 5, 10)
@@ -253,7 +253,7 @@ def embed_questions(model_name: str, texts: Sequence[str]) -> np.ndarray:
     (loaded as the job does; an ONNX file must be the one whose hash the run recorded)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transforms.onnx_model import load_encoder
+    from transforms.embedding.onnx_model import load_encoder
 
     model = load_encoder(model_name)
     vectors = model.encode(

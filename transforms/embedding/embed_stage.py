@@ -1,6 +1,6 @@
 """The embed stage as the job wires it: RunInference when the job embeds, else a pass-through.
 
-Apart from transforms.embed so that building a job that embeds nothing (and its tests, and
+Apart from transforms.embedding.embed so that building a job that embeds nothing (and its tests, and
 `--help`) never imports Beam's ML stack and torch.
 """
 
@@ -10,11 +10,11 @@ import apache_beam as beam
 
 from schemas.records import Chunk
 from transforms.accounting import ChunkDeduplicated
-from transforms.models import EmbeddingConfig, EmbedResult, text_key
+from transforms.embedding.models import EmbeddingConfig, EmbedResult, text_key
 
 
 def _duplicates(item: tuple[str, list[Chunk]]) -> list[ChunkDeduplicated]:
-    """One event for each chunk of a text but the one the run embeds (transforms.embed's
+    """One event for each chunk of a text but the one the run embeds (transforms.embedding.embed's
     `_one_per_text` keeps the first by id; the others' tokens are the same)."""
     _, chunks = item
     ordered = sorted(chunks, key=lambda c: c.chunk_id)
@@ -39,7 +39,7 @@ class Embed(beam.PTransform):
         super().__init__()
         self.config = config
         self.enabled = enabled and config.path is not None
-        self.cached = cached  # (text key, CachedVector): transforms/embedding_cache.py
+        self.cached = cached  # (text key, CachedVector): transforms/embedding/embedding_cache.py
         self.count_duplicates = count_duplicates and config.path is not None
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
@@ -55,7 +55,7 @@ class Embed(beam.PTransform):
             return EmbedResult(chunks, None, events)
         # Imported here: RunInference brings Beam's ML stack and torch (seconds), which a
         # worker should load only when the job embeds.
-        from transforms.embed import EmbedChunks, SentenceTransformerHandler
+        from transforms.embedding.embed import EmbedChunks, SentenceTransformerHandler
 
         c = self.config
         handler = SentenceTransformerHandler(

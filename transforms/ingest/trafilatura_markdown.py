@@ -13,7 +13,7 @@ CommonMark opens no fence there, and the code is read as paragraph text.
 would change the structure the chunker reads:
 
 * fenced code blocks and inline code spans stay verbatim (their backslashes are the page's
-  own). Every ``<pre>`` is fenced (transforms/html.py), so an indented code block in
+  own). Every ``<pre>`` is fenced (transforms/ingest/html.py), so an indented code block in
   trafilatura's output is prose that kept its source indentation (DocBook's notes): its
   escapes go too;
 * an escape at the start of a line's content (after its indentation and list or quote

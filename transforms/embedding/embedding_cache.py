@@ -30,7 +30,7 @@ from apache_beam.metrics import Metrics
 from schemas.columns import EMBEDDING_CACHE, schema
 from schemas.records import CONTEXT_JOINER
 from transforms.common import NAMESPACE
-from transforms.models import TORCH, CachedVector, EmbeddingConfig, text_key
+from transforms.embedding.models import TORCH, CachedVector, EmbeddingConfig, text_key
 
 _LOG = logging.getLogger(__name__)
 CACHE_SCHEMA = schema(EMBEDDING_CACHE)

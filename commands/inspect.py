@@ -3,7 +3,7 @@ page (DIR/report/index.html).
 
     corpus-chunker inspect out/run1                 # tables here, the page in out/run1/report/
     corpus-chunker inspect out/run1 --show textwrap.py   # one document with its boundaries
-    python -m pipelines.inspect out/run1            # the same
+    python -m commands.inspect out/run1            # the same
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, TextIO
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import run_stats
-from pipelines.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
-from pipelines.terminal import for_terminal
+from commands import run_stats
+from commands.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
+from commands.terminal import for_terminal
 from runs.run_folder import RunFolder
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
@@ -282,7 +282,7 @@ def extremes(run: Run) -> list[tuple[str, list[dict]]]:
 
 def write_page(run: Run, rows: Sequence[GroupStats], changes: Any, note: str) -> str:
     """Write DIR/report/index.html and chunk_sizes.png; returns the page's path."""
-    from pipelines.report_page import boundary_markup, histogram_png, render_page
+    from commands.report_page import boundary_markup, histogram_png, render_page
 
     samples = sample_documents(run)
     for s in samples:

@@ -25,7 +25,7 @@ from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_ha
 from transforms import progress
 from transforms.chunking.markdown import without_html_comments
 from transforms.common import NAMESPACE, REJECTS
-from transforms.detect import PAGED_TYPES, binary_type, detect, is_binary
+from transforms.ingest.detect import PAGED_TYPES, binary_type, detect, is_binary
 
 # The heading's text is taken greedily and its closing "#"s stripped after: a lazy group
 # before `[ \t#]*$` backtracked quadratically on a long line ("# a" + 20,000 spaces + "x").
@@ -241,9 +241,9 @@ PAGED_MEMORY_BYTES = 2 << 30
 def extract_paged(doc_type: str, data: bytes, memory_bytes: int = PAGED_MEMORY_BYTES):
     """A PDF, DOCX or PPTX file to its PagedText, under a memory cap when the system has one
     (in the extraction child: the cap is lifted again after)."""
-    from transforms.layout import PagedError
-    from transforms.office import docx_to_paged_text, pptx_to_paged_text
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.layout import PagedError
+    from transforms.ingest.office import docx_to_paged_text, pptx_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     convert = {
         "pdf": lambda data: pdf_to_paged_text(data, on_page_count=allow_pages),
@@ -361,7 +361,7 @@ def extract_document(
 
 
 def _html_to_markdown(html: str):
-    from transforms.html import HtmlTooDeep, html_to_markdown
+    from transforms.ingest.html import HtmlTooDeep, html_to_markdown
 
     try:
         return html_to_markdown(html)

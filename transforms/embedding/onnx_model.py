@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from transforms.models import (  # noqa: F401 - the backends' names, re-exported
+from transforms.embedding.models import (  # noqa: F401 - the backends' names, re-exported
     BACKENDS,
     DEFAULT_BACKEND,
     ONNX,
@@ -162,7 +162,7 @@ def load_encoder(recorded: str, device: str = "auto") -> Any:
     """The encoder that made a run's vectors, from what the run recorded as its model (a model
     id or a plain name): sentence-transformers for torch, else the ONNX file of that backend,
     which must be the one whose hash the run recorded. Both have `encode` and `tokenizer`."""
-    from transforms.models import resolve_model_path
+    from transforms.embedding.models import resolve_model_path
 
     name, backend, digest = parse_model_id(recorded)
     path = resolve_model_path(name)
@@ -466,7 +466,7 @@ class OnnxSentenceEncoder:
         import onnxruntime
         from transformers import AutoTokenizer
 
-        from transforms.models import read_model_info
+        from transforms.embedding.models import read_model_info
 
         info = read_model_info(model_path)
         self.max_seq_length = info.max_seq_length
@@ -542,10 +542,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Build the ONNX models into the cache ahead of a run (the worker image does this)."""
     import argparse
 
-    from transforms.models import DEFAULT_MODEL, resolve_model_path
+    from transforms.embedding.models import DEFAULT_MODEL, resolve_model_path
 
     parser = argparse.ArgumentParser(
-        prog="python -m transforms.onnx_model", description=main.__doc__
+        prog="python -m transforms.embedding.onnx_model", description=main.__doc__
     )
     parser.add_argument("--embedding_model", default=DEFAULT_MODEL)
     parser.add_argument(

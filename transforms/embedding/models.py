@@ -1,8 +1,8 @@
 """The embedding model's folder, what its config files say, and the embed stage's config,
 without loading the model.
 
-Kept apart from transforms.embed, whose RunInference import pulls in Beam's ML stack (and torch,
-about 2 s): the chunk stage, the flag checks and `--help` need only these.
+Kept apart from transforms.embedding.embed, whose RunInference import pulls in Beam's ML stack
+(and torch, about 2 s): the chunk stage, the flag checks and `--help` need only these.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-# What runs the model (transforms/onnx_model.py builds the ONNX files).
+# What runs the model (transforms/embedding/onnx_model.py builds the ONNX files).
 TORCH = "torch"
 ONNX = "onnx"
 ONNX_INT8 = "onnx-int8"
@@ -84,9 +84,9 @@ class EmbeddingConfig:
     dimension: int | None
     max_seq_length: int | None
     device: str = "auto"
-    batch_size: int | None = None  # None: by the device (transforms/embed.py)
+    batch_size: int | None = None  # None: by the device (transforms/embedding/embed.py)
     max_batch: int | None = None
-    backend: str = "torch"  # transforms.onnx_model.BACKENDS
+    backend: str = "torch"  # transforms.embedding.onnx_model.BACKENDS
     model_id: str | None = None  # what the vectors are recorded under (model, backend, hash)
     onnx_sha256: str | None = None
     cache_dir: str | None = None  # where the ONNX models are built and found

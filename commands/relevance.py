@@ -1,6 +1,6 @@
 """When a retrieved chunk counts as relevant to an answer passage: word 4-shingle overlap.
 
-A pure core that `pipelines.evaluate` uses and the tests drive directly. The rule does not
+A pure core that `commands.evaluate` uses and the tests drive directly. The rule does not
 depend on how the corpus was chunked, so runs of any chunk size are judged alike:
 
 - Both texts are reduced to words: Markdown backslash escapes are undone (`\\_\\_init\\_\\_`

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transforms.onnx_model import BACKENDS, TORCH, OnnxSettings
+from transforms.embedding.onnx_model import BACKENDS, TORCH, OnnxSettings
 
 # Runners whose workers run on the submitting machine (Beam's names, lower case).
 LOCAL_RUNNERS = ("directrunner", "fnapirunner", "bundlebaseddirectrunner", "switchingdirectrunner")
@@ -77,7 +77,7 @@ def prepare_model(
         return PreparedModel(model_name, None)
     if not build:
         return PreparedModel(f"{model_name}|{backend}|{OnnxSettings(backend).describe()}", None)
-    from transforms.onnx_model import ensure_onnx_model
+    from transforms.embedding.onnx_model import ensure_onnx_model
 
     try:
         built = ensure_onnx_model(path, model_name, backend, cache_dir)

@@ -11,7 +11,7 @@ import io
 import re
 import zipfile
 
-from transforms.layout import PagedError, PagedText, normalise
+from transforms.ingest.layout import PagedError, PagedText, normalise
 
 _HEADING_STYLE = re.compile(r"(?i)^heading\s*(\d)$")
 MAX_ZIP_MEMBER_BYTES = 256 << 20  # a decompression bomb inside the zip is refused before XML

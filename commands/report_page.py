@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pipelines.run_stats import GroupStats, Limits, Segment
+from commands.run_stats import GroupStats, Limits, Segment
 
 TEMPLATE = "templates/report.html"  # Jinja2, beside this module (package data)
 # What one value may take on the page: a source, title, type, reason or section path, and a
@@ -138,7 +138,7 @@ def render_page(
 
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["label"] = cut  # every value from the tables goes through it
-    template = files("pipelines").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    template = files("commands").joinpath(TEMPLATE).read_text(encoding="utf-8")
     return env.from_string(template).render(
         run=run,
         report=report,

@@ -1,7 +1,7 @@
 """Page layout to Markdown: lines of a paged document (with position and font) become text
 whose headings, paragraphs, lists and rows the Markdown chunker understands, plus a page map.
 
-Pure Python, no PDF library: `transforms.pdf` turns PDFium's output into `Line`s, tests build
+Pure Python, no PDF library: `transforms.ingest.pdf` turns PDFium's output into `Line`s, tests build
 them by hand. What it does, in order: drops running headers, footers and page numbers (lines
 that recur at the same place on most pages), contents pages and back-of-book index pages;
 marks headings (from the outline when there is one, else from font size and weight, and

@@ -24,8 +24,8 @@ from schemas.records import RawDocument, Reject, stable_hash
 from transforms import progress
 from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
 from transforms.common import NAMESPACE, REJECTS
-from transforms.detect import JSONL_EXTENSIONS, extension
-from transforms.files import (
+from transforms.ingest.detect import JSONL_EXTENSIONS, extension
+from transforms.ingest.files import (
     ReadError,
     decompressed_budget,
     is_local,
