@@ -8,6 +8,7 @@ from schemas.records import RawDocument
 from tests.paged.make import (
     contents_and_index_pdf,
     image_only_pdf,
+    long_pdf,
     marked_pdf,
     page_word,
     sample_docx,
@@ -246,3 +247,22 @@ def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
     told: list[int] = []
     pdf_to_paged_text(marked_pdf(3), on_page_count=told.append)
     assert told == [3]
+
+
+def test_a_long_pdf_takes_a_small_multiple_of_its_text_in_memory():
+    # 300 pages of 40 lines: each line a Line of its own (floats, string, tuple) kept until
+    # the text was made took 12x the text in Python objects; compact pages take under 6x
+    import tracemalloc
+
+    from transforms.pdf import pdf_to_paged_text
+
+    data = long_pdf(300)
+    pdf_to_paged_text(long_pdf(2))  # the imports and PDFium's start-up, not counted
+    tracemalloc.start()
+    try:
+        text = pdf_to_paged_text(data).text
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text.count("the quick brown fox") >= 300 * 30
+    assert peak < 8 * len(text), f"peak {peak / 1e6:.1f} MB for {len(text) / 1e6:.1f} MB of text"

@@ -250,3 +250,18 @@ def words_pdf(pages: int = 7) -> bytes:
 def page_word(n: int) -> str:
     """The marker word of page n in words_pdf (letters only: no page number to confuse)."""
     return "pagemark" + "abcdefghijklmnopqrstuvwxyz"[n - 1] * 3
+
+
+def long_pdf(pages: int) -> bytes:
+    """`pages` pages of 40 lines of Helvetica each (as bench/pdf_memory.py makes them)."""
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf)
+    for n in range(pages):
+        c.setFont("Helvetica", 10)
+        for k in range(40):
+            c.drawString(60, 780 - 18 * k, f"Line {k} of page {n}: the quick brown fox jumps over")
+        c.showPage()
+    c.save()
+    return buf.getvalue()
