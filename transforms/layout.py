@@ -17,6 +17,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import NamedTuple
 
 
@@ -166,6 +167,10 @@ _ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
 # "term, 12, 14-16" or "12, 14": the same lines as "[^\d]+[, ]..." matched, without its
 # quadratic backtracking on a long line (a non-digit just before the separator is all it asks)
 _INDEX_LINE = re.compile(r"(?<=\D)[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+# "Version 1.04", "Release 2.3b", "v1.2": under a title in the title's font, never a heading
+_VERSION_LINE = re.compile(r"(?i)(version|release|revision|rev\.|v\.?)\s*\d+(\.\d+)*[a-z]?")
+_TRAILING_NUMBER = re.compile(r"(\d{1,4})$")
+_OTHER_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
 _SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
@@ -235,15 +240,37 @@ def _listing_page(lines: Sequence[Line], pattern: re.Pattern) -> bool:
 
 
 def contents_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
-    """Pages near the front that are a table of contents (most lines end with a page number)."""
+    """Pages near the front that are a table of contents: most lines end with a page number,
+    the page numbers go up, and the lines are not rows of numbers (a numeric table)."""
     front = max(3, len(pages) // 5)
     found: set[int] = set()
     for p in range(min(front, len(pages))):
-        if _listing_page(pages[p], _ENDS_WITH_PAGE):
+        if _listing_page(pages[p], _ENDS_WITH_PAGE) and _contents_numbers(pages[p]):
             found.add(p)
         elif found:
             break
     return found
+
+
+def _contents_numbers(lines: Sequence[Line]) -> bool:
+    """Whether the numbers that end the lines read as a contents page's: they go up (or stay)
+    from one entry to the next, and most entries hold no other number than their section
+    number in front. A table of figures has several numbers a row, in any order."""
+    numbers: list[int] = []
+    rows_of_numbers = 0
+    for line in lines:
+        text = line.text.strip()
+        m = _TRAILING_NUMBER.search(text)
+        if m is None:
+            continue
+        numbers.append(int(m.group(1)))
+        entry = _SECTION_NUMBER.sub("", text[: m.start()], count=1)
+        if _OTHER_NUMBER.search(entry):
+            rows_of_numbers += 1
+    if len(numbers) < 2:
+        return True  # roman page numbers, or too few to tell
+    going_up = sum(b >= a for a, b in pairwise(numbers))
+    return going_up >= 0.8 * (len(numbers) - 1) and rows_of_numbers <= 0.5 * len(numbers)
 
 
 def index_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
@@ -354,13 +381,14 @@ def font_headings(pages: Sequence[Sequence[Line]]) -> dict[tuple[int, int], int]
             size >= body - 0.1 and (line.bold or text[:1].isdigit() or text[1:2] == ".")
         ):
             continue
-        if not _looks_like_heading(text):
+        if not _looks_like_heading(text) or _VERSION_LINE.fullmatch(text):
             continue
         numbered = _NUMBERED.match(text)
         if size in larger:
             level = larger.index(size) + 1
         elif (line.bold and size >= body - 0.1) or (
-            numbered and "." in numbered.group(1) and size >= body - 0.1
+            # "3.2 Scope" at body size; "1. Use IDispatch ..." at body size is a list item
+            numbered and "." in numbered.group(1).rstrip(".") and size >= body - 0.1
         ):
             level = len(larger) + 1
         else:
