@@ -61,6 +61,10 @@ class Document:
     page_count: int | None = None
     page_starts: tuple[int, ...] | None = None
     page_labels: tuple[str, ...] | None = None
+    # a PDF's contents and back-of-book index pages left out of `text` (for the cost report;
+    # not columns of documents/)
+    contents_pages_removed: int = 0
+    index_pages_removed: int = 0
 
 
 @documented(CHUNKS)

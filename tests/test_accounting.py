@@ -111,3 +111,30 @@ def test_projection_ratio_estimator():
     assert low == max(63, round(ratio * matched - 1.959964 * se))
     assert p["cost_usd"] == pytest.approx(p["embedded_tokens"])
     assert "95% interval" in report_markdown(r)
+
+
+def test_contents_and_index_pages_left_out_are_counted():
+    events = [
+        DocumentIn(),
+        DocumentIn(),
+        DocumentChunked("pdf", "markdown", 900, 28, 0, 2, 1),
+        DocumentChunked("pdf", "markdown", 500, 0, 0, 1, 0),
+    ]
+    fn = CostReportFn()
+    halves = [_acc(events[:3]), _acc(events[3:])]
+    for acc in (_acc(events), fn.merge_accumulators(halves)):
+        r = build_report(acc, Pricing(), "run")
+        assert (r["contents_pages_removed"], r["index_pages_removed"]) == (3, 1)
+        assert "- PDF pages left out: 3 of contents, 1 of back-of-book index" in report_markdown(r)
+
+
+def test_a_pdf_documents_contents_and_index_pages_reach_its_event():
+    pytest.importorskip("reportlab")
+    from schemas.records import RawDocument
+    from tests.paged.make import contents_and_index_pdf
+    from transforms.accounting import doc_event
+    from transforms.extract import extract_document
+
+    doc = extract_document(RawDocument("c.pdf", "id", contents_and_index_pdf()), None)
+    event = doc_event(doc, "markdown", 100)
+    assert (event.contents_pages, event.index_pages) == (1, 1)

@@ -8,7 +8,9 @@ from schemas.records import RawDocument
 from tests.paged.make import (
     contents_and_index_pdf,
     image_only_pdf,
+    long_pdf,
     marked_pdf,
+    numeric_table_pdf,
     page_word,
     sample_docx,
     sample_pptx,
@@ -96,6 +98,35 @@ def test_contents_and_index_pages_are_left_out_and_counted():
         assert paged.text.count(f"BODYPAGE{n}.") == 10
         assert page_of(paged.page_starts, paged.text.index(f"BODYPAGE{n}")) == n
     assert paged.page_starts[0] == paged.page_starts[1] == 0  # page 1 left out: empty
+
+
+def test_a_numeric_table_on_a_front_page_is_not_taken_for_contents():
+    # every row ends with a number, as a contents page's lines do, but the numbers do not go
+    # up and each row holds others: it was dropped as a contents page
+    from transforms.pdf import pdf_to_paged_text
+
+    paged = pdf_to_paged_text(numeric_table_pdf())
+    assert paged.removed["contents_pages"] == 0
+    assert paged.text.count("TABLEROW") == 7 and "snappy TABLEROW 2.073 550 1750" in paged.text
+    for n in (2, 3, 4):
+        assert paged.text.count(f"BODYPAGE{n}.") == 10
+
+
+def test_camlidl_title_page_version_and_numbered_list_are_not_headings():
+    # samples/pdf/camlidl-1.04.doc.pdf: "Version 1.04" is set in the title's font under the
+    # title; "1. Use IDispatch ..." is a numbered list item in the body font
+    from pathlib import Path
+
+    from transforms.pdf import pdf_to_paged_text
+
+    pdf = Path(__file__).parent.parent / "samples" / "pdf" / "camlidl-1.04.doc.pdf"
+    text = pdf_to_paged_text(pdf.read_bytes()).text
+    assert text.startswith("# Camlidl user’s manual\n\nVersion 1.04\n")
+    assert "\n1. Use IDispatch instead of IUnknown" in text
+    assert "# 1. Use IDispatch" not in text
+    assert (
+        "\n## 1 Overview\n" in text and "\n### 6.3 Dispatch interfaces and type libraries\n" in text
+    )
 
 
 @pytest.mark.parametrize("chunk_size", [24, 64, 200])
@@ -249,3 +280,22 @@ def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
     told: list[int] = []
     pdf_to_paged_text(marked_pdf(3), on_page_count=told.append)
     assert told == [3]
+
+
+def test_a_long_pdf_takes_a_small_multiple_of_its_text_in_memory():
+    # 300 pages of 40 lines: each line a Line of its own (floats, string, tuple) kept until
+    # the text was made took 12x the text in Python objects; compact pages take under 6x
+    import tracemalloc
+
+    from transforms.pdf import pdf_to_paged_text
+
+    data = long_pdf(300)
+    pdf_to_paged_text(long_pdf(2))  # the imports and PDFium's start-up, not counted
+    tracemalloc.start()
+    try:
+        text = pdf_to_paged_text(data).text
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text.count("the quick brown fox") >= 300 * 30
+    assert peak < 8 * len(text), f"peak {peak / 1e6:.1f} MB for {len(text) / 1e6:.1f} MB of text"

@@ -57,6 +57,8 @@ class DocumentChunked(NamedTuple):
     doc_tokens: int  # in the pricing tokenizer
     boilerplate_lines: int
     boilerplate_tokens: int
+    contents_pages: int = 0  # a PDF's contents pages left out of its text
+    index_pages: int = 0  # and its back-of-book index pages
 
 
 class ChunkMade(NamedTuple):
@@ -147,6 +149,8 @@ def doc_event(doc: Document, strategy: str, doc_tokens: int) -> DocumentChunked:
         doc_tokens,
         doc.boilerplate_lines_removed,
         doc.boilerplate_tokens_removed,
+        doc.contents_pages_removed,
+        doc.index_pages_removed,
     )
 
 
@@ -213,6 +217,8 @@ class CostReportFn(beam.CombineFn):
             "cached_embedded_tokens": 0,
             "boilerplate_lines_removed": 0,
             "boilerplate_tokens_removed": 0,
+            "contents_pages_removed": 0,
+            "index_pages_removed": 0,
             "rejects": {},
             "files_skipped": {},
             "chunk_rejects": 0,
@@ -258,6 +264,8 @@ class CostReportFn(beam.CombineFn):
                 "cached_embedded_tokens",
                 "boilerplate_lines_removed",
                 "boilerplate_tokens_removed",
+                "contents_pages_removed",
+                "index_pages_removed",
                 "chunk_rejects",
                 "doc_rejects",
                 "matched_files",
@@ -358,6 +366,8 @@ def _add_chunked(acc: dict[str, Any], event: DocumentChunked) -> None:
         g["document_tokens"] += event.doc_tokens
     acc["boilerplate_lines_removed"] += event.boilerplate_lines
     acc["boilerplate_tokens_removed"] += event.boilerplate_tokens
+    acc["contents_pages_removed"] += event.contents_pages
+    acc["index_pages_removed"] += event.index_pages
 
 
 def _add_chunk(acc: dict[str, Any], event: ChunkMade) -> None:
@@ -458,6 +468,9 @@ def build_report(acc: dict[str, Any], pricing: Pricing, mode: str) -> dict[str, 
         "document_tokens": int(totals["document_tokens"]),
         "boilerplate_lines_removed": acc["boilerplate_lines_removed"],
         "boilerplate_tokens_removed": acc["boilerplate_tokens_removed"],
+        # PDF pages whose text was left out: tables of contents and back-of-book indexes
+        "contents_pages_removed": acc["contents_pages_removed"],
+        "index_pages_removed": acc["index_pages_removed"],
         "text_tokens": int(totals["text_tokens"]),
         "embedded_tokens": int(totals["embedded_tokens"]),
         # What the model read: the new chunks' tokens less the cached and deduplicated ones.
@@ -641,6 +654,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{report['overlap_inflation']}",
         f"- boilerplate removed: {report['boilerplate_lines_removed']:,} lines, "
         f"{report['boilerplate_tokens_removed']:,} tokens",
+        f"- PDF pages left out: {report.get('contents_pages_removed', 0):,} of contents, "
+        f"{report.get('index_pages_removed', 0):,} of back-of-book index",
         "- files matched but not read: "
         + (
             ", ".join(f"{n} {why}" for why, n in report["files_skipped"].items())

@@ -250,3 +250,51 @@ def words_pdf(pages: int = 7) -> bytes:
 def page_word(n: int) -> str:
     """The marker word of page n in words_pdf (letters only: no page number to confuse)."""
     return "pagemark" + "abcdefghijklmnopqrstuvwxyz"[n - 1] * 3
+
+
+def long_pdf(pages: int) -> bytes:
+    """`pages` pages of 40 lines of Helvetica each (as bench/pdf_memory.py makes them)."""
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf)
+    for n in range(pages):
+        c.setFont("Helvetica", 10)
+        for k in range(40):
+            c.drawString(60, 780 - 18 * k, f"Line {k} of page {n}: the quick brown fox jumps over")
+        c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def numeric_table_pdf() -> bytes:
+    """Page 1: a heading and a table of figures (a name and three numbers a row, the last
+    column in no order), which ends every row with a number as a contents page does; pages
+    2-4: body text (BODYPAGE<n>)."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _, height = A4
+    c.setFont("Helvetica-Bold", 16)
+    c.drawString(72, height - 72, "Measured compression")
+    c.setFont("Helvetica", 11)
+    rows = [("zstd", 2.887, 530, 1700), ("zlib", 2.743, 95, 400), ("brotli", 2.702, 395, 450),
+            ("quicklz", 2.238, 540, 760), ("lzo1x", 2.106, 660, 845), ("lz4", 2.101, 740, 4500),
+            ("snappy", 2.073, 550, 1750)]  # fmt: skip
+    for k, (name, ratio, comp, decomp) in enumerate(rows):
+        y = height - 110 - 16 * k
+        c.drawString(72, y, name)
+        c.drawString(200, y, f"TABLEROW {ratio}")
+        c.drawString(320, y, f"{comp}")
+        c.drawString(420, y, f"{decomp}")
+    c.showPage()
+    for n in range(2, 5):
+        c.setFont("Helvetica", 11)
+        for k in range(10):
+            line = f"Body {'wxyz'[n - 1] * 3} text, line {'abcdefghij'[k]}, BODYPAGE{n}."
+            c.drawString(72, height - 110 - 14 * k, line)
+        c.showPage()
+    c.save()
+    return buf.getvalue()

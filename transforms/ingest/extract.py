@@ -307,6 +307,8 @@ def paged_document(raw: RawDocument, doc_type: str, paged) -> Document:
         page_count=len(paged.page_starts) if doc_type in PAGED_TYPES else None,
         page_starts=tuple(paged.page_starts) if has_pages else None,
         page_labels=paged.page_labels if has_pages else None,
+        contents_pages_removed=paged.removed.get("contents_pages", 0),
+        index_pages_removed=paged.removed.get("index_pages", 0),
     )
 
 

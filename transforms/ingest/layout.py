@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import NamedTuple
 
 
@@ -42,6 +44,95 @@ class Line(NamedTuple):  # a 2,000-page PDF has 80,000: a frozen dataclass took 
     bottom: float
     size: float = 0.0  # font size of the line's first character
     bold: bool = False
+
+
+class PageLines(Sequence[Line]):
+    """One page's lines, stored compactly: their texts as one string, their boxes, sizes and
+    weights in arrays. A `Line` is made only when one is looked at, so a long document's pages
+    cost about their text (a `Line` each, with its own floats and string, took 12x the text of
+    a 2,000-page PDF). `without` leaves lines out by index, sharing the storage."""
+
+    __slots__ = ("_bold", "_ends", "_geometry", "_index", "_text", "page")
+
+    def __init__(self, lines: Sequence[Line], page: int = 0) -> None:
+        self.page = lines[0].page if lines else page
+        self._text = "\n".join(ln.text for ln in lines)
+        ends, at = array("l"), 0
+        for ln in lines:
+            at += len(ln.text)
+            ends.append(at)
+            at += 1
+        self._ends = ends
+        geometry = array("d")
+        for ln in lines:
+            geometry.extend((ln.x0, ln.top, ln.x1, ln.bottom, ln.size))
+        self._geometry = geometry
+        self._bold = bytes(ln.bold for ln in lines)
+        self._index: array | None = None  # the stored lines this page shows, when not all
+
+    def without(self, left_out: set[int]) -> PageLines:
+        """The page less the lines at these indexes (its storage shared, not copied)."""
+        view = object.__new__(PageLines)
+        view.page, view._text, view._ends = self.page, self._text, self._ends
+        view._geometry, view._bold = self._geometry, self._bold
+        view._index = array("l", (self._at(i) for i in range(len(self)) if i not in left_out))
+        return view
+
+    def _at(self, i: int) -> int:
+        return i if self._index is None else self._index[i]
+
+    def __len__(self) -> int:
+        return len(self._ends) if self._index is None else len(self._index)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        k = self._at(i)
+        end = self._ends[k]
+        start = self._ends[k - 1] + 1 if k else 0
+        x0, top, x1, bottom, size = self._geometry[5 * k : 5 * k + 5]
+        return Line(
+            self.page, self._text[start:end], x0, top, x1, bottom, size, bool(self._bold[k])
+        )
+
+    def __iter__(self) -> Iterator[Line]:
+        text, ends, geometry, bold, page = (
+            self._text,
+            self._ends,
+            self._geometry,
+            self._bold,
+            self.page,
+        )
+        for k in range(len(ends)) if self._index is None else self._index:
+            g = 5 * k
+            yield Line(
+                page,
+                text[ends[k - 1] + 1 if k else 0 : ends[k]],
+                geometry[g],
+                geometry[g + 1],
+                geometry[g + 2],
+                geometry[g + 3],
+                geometry[g + 4],
+                bool(bold[k]),
+            )
+
+    def sizes(self) -> Iterator[tuple[float, int]]:
+        """(font size, length of text) of each line, no `Line` made."""
+        ends, geometry = self._ends, self._geometry
+        for k in range(len(ends)) if self._index is None else self._index:
+            yield geometry[5 * k + 4], ends[k] - (ends[k - 1] + 1 if k else 0)
+
+    @property
+    def text(self) -> str:
+        """The page's lines joined by newlines."""
+        if self._index is None:
+            return self._text
+        return "\n".join(line.text for line in self)
 
 
 @dataclass(frozen=True)
@@ -76,6 +167,10 @@ _ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
 # "term, 12, 14-16" or "12, 14": the same lines as "[^\d]+[, ]..." matched, without its
 # quadratic backtracking on a long line (a non-digit just before the separator is all it asks)
 _INDEX_LINE = re.compile(r"(?<=\D)[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
+# "Version 1.04", "Release 2.3b", "v1.2": under a title in the title's font, never a heading
+_VERSION_LINE = re.compile(r"(?i)(version|release|revision|rev\.|v\.?)\s*\d+(\.\d+)*[a-z]?")
+_TRAILING_NUMBER = re.compile(r"(\d{1,4})$")
+_OTHER_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
 _SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
@@ -145,15 +240,37 @@ def _listing_page(lines: Sequence[Line], pattern: re.Pattern) -> bool:
 
 
 def contents_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
-    """Pages near the front that are a table of contents (most lines end with a page number)."""
+    """Pages near the front that are a table of contents: most lines end with a page number,
+    the page numbers go up, and the lines are not rows of numbers (a numeric table)."""
     front = max(3, len(pages) // 5)
     found: set[int] = set()
     for p in range(min(front, len(pages))):
-        if _listing_page(pages[p], _ENDS_WITH_PAGE):
+        if _listing_page(pages[p], _ENDS_WITH_PAGE) and _contents_numbers(pages[p]):
             found.add(p)
         elif found:
             break
     return found
+
+
+def _contents_numbers(lines: Sequence[Line]) -> bool:
+    """Whether the numbers that end the lines read as a contents page's: they go up (or stay)
+    from one entry to the next, and most entries hold no other number than their section
+    number in front. A table of figures has several numbers a row, in any order."""
+    numbers: list[int] = []
+    rows_of_numbers = 0
+    for line in lines:
+        text = line.text.strip()
+        m = _TRAILING_NUMBER.search(text)
+        if m is None:
+            continue
+        numbers.append(int(m.group(1)))
+        entry = _SECTION_NUMBER.sub("", text[: m.start()], count=1)
+        if _OTHER_NUMBER.search(entry):
+            rows_of_numbers += 1
+    if len(numbers) < 2:
+        return True  # roman page numbers, or too few to tell
+    going_up = sum(b >= a for a, b in pairwise(numbers))
+    return going_up >= 0.8 * (len(numbers) - 1) and rows_of_numbers <= 0.5 * len(numbers)
 
 
 def index_pages(pages: Sequence[Sequence[Line]]) -> set[int]:
@@ -213,6 +330,10 @@ def _columns(band: list[Line], mid: float) -> list[Line]:
 def _body_size(pages: Sequence[Sequence[Line]]) -> float:
     exact: Counter[float] = Counter()
     for lines in pages:
+        if isinstance(lines, PageLines):
+            for size, n in lines.sizes():
+                exact[size] += n
+            continue
         for line in lines:
             exact[line.size] += len(line.text)
     sizes: Counter[float] = Counter()
@@ -237,39 +358,44 @@ def font_headings(pages: Sequence[Sequence[Line]]) -> dict[tuple[int, int], int]
     body = _body_size(pages)
     if not body:
         return {}
-    larger = sorted(
-        {
-            round(line.size, 1)
-            for lines in pages
-            for line in lines
-            if line.size > body * 1.12 and _looks_like_heading(line.text.strip())
-        },
-        reverse=True,
-    )[:3]
-    out: dict[tuple[int, int], int] = {}
+    # one pass over every line keeps the few that can be headings: set larger than the body,
+    # or at body size and bold or starting with a number
+    candidates: list[tuple[int, int, Line]] = []
+    sizes: set[float] = set()
     for p, lines in enumerate(pages):
         for i, line in enumerate(lines):
-            text = line.text.strip()
-            size = round(line.size, 1)
-            # what can make a heading below, checked first: most lines are none of these
-            if size not in larger and not (
-                size >= body - 0.1 and (line.bold or text[:1].isdigit() or text[1:2] == ".")
+            if line.size > body * 1.12:
+                if _looks_like_heading(line.text.strip()):
+                    sizes.add(round(line.size, 1))
+            elif not (
+                line.bold or line.text.lstrip()[:1].isdigit() or line.text.lstrip()[1:2] == "."
             ):
                 continue
-            if not _looks_like_heading(text):
-                continue
-            numbered = _NUMBERED.match(text)
-            if size in larger:
-                level = larger.index(size) + 1
-            elif (line.bold and size >= body - 0.1) or (
-                numbered and "." in numbered.group(1) and size >= body - 0.1
-            ):
-                level = len(larger) + 1
-            else:
-                continue
-            if numbered and "." in numbered.group(1).rstrip("."):
-                level = max(level, numbered.group(1).rstrip(".").count(".") + 1)
-            out[(p, i)] = min(level, 6)
+            candidates.append((p, i, line))
+    larger = sorted(sizes, reverse=True)[:3]
+    out: dict[tuple[int, int], int] = {}
+    for p, i, line in candidates:
+        text = line.text.strip()
+        size = round(line.size, 1)
+        if size not in larger and not (
+            size >= body - 0.1 and (line.bold or text[:1].isdigit() or text[1:2] == ".")
+        ):
+            continue
+        if not _looks_like_heading(text) or _VERSION_LINE.fullmatch(text):
+            continue
+        numbered = _NUMBERED.match(text)
+        if size in larger:
+            level = larger.index(size) + 1
+        elif (line.bold and size >= body - 0.1) or (
+            # "3.2 Scope" at body size; "1. Use IDispatch ..." at body size is a list item
+            numbered and "." in numbered.group(1).rstrip(".") and size >= body - 0.1
+        ):
+            level = len(larger) + 1
+        else:
+            continue
+        if numbered and "." in numbered.group(1).rstrip("."):
+            level = max(level, numbered.group(1).rstrip(".").count(".") + 1)
+        out[(p, i)] = min(level, 6)
     return out
 
 
@@ -322,9 +448,10 @@ def _tail_match(got: str, want: str) -> bool:
     return bool(stripped) and want.startswith(stripped)
 
 
-def _page_texts(pages: Sequence[Sequence[Line]]) -> list[str]:
+def _page_texts(pages: Sequence[Sequence[Line]]) -> Iterator[str]:
     """Each page's lines as one string (a regex runs once a page, not once a line)."""
-    return ["\n".join(line.text for line in lines) for lines in pages]
+    for lines in pages:
+        yield lines.text if isinstance(lines, PageLines) else "\n".join(ln.text for ln in lines)
 
 
 def _words(pages: Sequence[Sequence[Line]]) -> set[str]:
@@ -374,14 +501,15 @@ def assemble(
     title: str | None = None,
 ) -> PagedText:
     """The document's Markdown text and page map from its pages' lines (in reading order)."""
-    pages = [[replace_text(ln, normalise(ln.text)) for ln in lines] for lines in pages]
+    pages = [_normalised(lines) for lines in pages]
     running = running_lines(pages)
     contents = contents_pages(pages)
     index = index_pages(pages) - contents
+    dropped: dict[int, set[int]] = {}
+    for p, i in running:
+        dropped.setdefault(p, set()).add(i)
     kept = [
-        [ln for i, ln in enumerate(lines) if (p, i) not in running]
-        if p not in contents | index
-        else []
+        _without(lines, dropped.get(p, set())) if p not in contents | index else []
         for p, lines in enumerate(pages)
     ]
     headings: dict[tuple[int, int], tuple[int, int]]
@@ -391,16 +519,19 @@ def assemble(
         headings = {k: (level, 1) for k, level in font_headings(kept).items()}
     # the document's words and hyphenated words, made when a line first ends with a hyphen
     lexicon: tuple[set[str], frozenset[str]] | None = None
-    out: list[str] = []
+    done: list[str] = []  # the text emitted before this page, one string a page
+    out: list[str] = []  # this page's pieces (80,000 line strings at once took 2x the text)
+    last = ""  # the last piece emitted
     length = 0
     starts: list[int] = []
     pending: str | None = None  # the last body line, held back for hyphen joining
     prev: Line | None = None
 
     def emit(piece: str) -> None:
-        nonlocal length
+        nonlocal length, last
         out.append(piece)
         length += len(piece)
+        last = piece
 
     def flush() -> None:
         nonlocal pending
@@ -409,7 +540,8 @@ def assemble(
             pending = None
 
     first_heading: str | None = None
-    for p, lines in enumerate(kept):
+    for p, page in enumerate(kept):
+        lines = list(page)  # one page's Lines at a time
         i = 0
         page_started = False
         while i < len(lines):
@@ -425,7 +557,7 @@ def assemble(
                 if not page_started:
                     starts += [length] * (p + 1 - len(starts))
                     page_started = True
-                if out and not out[-1].endswith("\n\n"):
+                if last and not last.endswith("\n\n"):
                     emit("\n")
                 emit("#" * level + " " + text + "\n\n")
                 first_heading = first_heading or text
@@ -449,7 +581,7 @@ def assemble(
             if not page_started:
                 starts += [length] * (p + 1 - len(starts))
                 page_started = True
-            if paragraph_break and out and not out[-1].endswith("\n\n"):
+            if paragraph_break and last and not last.endswith("\n\n"):
                 emit("\n")
             pending = _as_markdown_line(text)
             prev = line
@@ -458,9 +590,12 @@ def assemble(
             flush()
             starts += [length] * (p + 1 - len(starts))
         prev = None if p + 1 < len(kept) else prev
+        done.append("".join(out))
+        out.clear()
     flush()
     starts += [length] * (len(pages) - len(starts))
-    text = "".join(out)
+    done.append("".join(out))
+    text = "".join(done)
     removed = {
         "running_lines": len(running),
         "contents_pages": len(contents),
@@ -468,6 +603,23 @@ def assemble(
     }
     labels = tuple(page_labels) if page_labels and any(page_labels) else None
     return PagedText(text, tuple(starts), labels, title or first_heading, removed)
+
+
+def _normalised(lines: Sequence[Line]) -> Sequence[Line]:
+    """A page's lines with ligatures as letters (a PageLines without any: itself)."""
+    if isinstance(lines, PageLines):
+        if not _LIGATURES.search(lines.text):
+            return lines
+        return PageLines([replace_text(ln, normalise(ln.text)) for ln in lines], lines.page)
+    return [replace_text(ln, normalise(ln.text)) for ln in lines]
+
+
+def _without(lines: Sequence[Line], left_out: set[int]) -> Sequence[Line]:
+    if not left_out:
+        return lines
+    if isinstance(lines, PageLines):
+        return lines.without(left_out)
+    return [ln for i, ln in enumerate(lines) if i not in left_out]
 
 
 def _gap(prev: Line, line: Line) -> bool:

@@ -50,10 +50,48 @@ def table_markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _numbered(paragraph) -> bool:
-    """A paragraph with Word numbering (a list item whose style does not say so)."""
+_CODE_STYLES = ("source code", "html preformatted", "plain text", "code")
+
+
+def _numbering(document) -> dict[tuple[str, str], tuple[str, str]]:
+    """(numId, level) -> (number format, level text) from the file's numbering part: "bullet"
+    or "decimal", "lowerLetter" ...; a bullet whose text is blank continues an item (pandoc
+    writes a list item's second paragraph so)."""
+    from docx.oxml.ns import qn
+
+    try:
+        root = document.part.numbering_part.element
+    except (KeyError, NotImplementedError, AttributeError):
+        return {}
+    abstract = {}
+    for a in root.findall(qn("w:abstractNum")):
+        levels = {}
+        for lvl in a.findall(qn("w:lvl")):
+            fmt, text = lvl.find(qn("w:numFmt")), lvl.find(qn("w:lvlText"))
+            levels[lvl.get(qn("w:ilvl"))] = (
+                fmt.get(qn("w:val")) if fmt is not None else "bullet",
+                text.get(qn("w:val")) if text is not None else "",
+            )
+        abstract[a.get(qn("w:abstractNumId"))] = levels
+    out = {}
+    for num in root.findall(qn("w:num")):
+        ref = num.find(qn("w:abstractNumId"))
+        levels = abstract.get(ref.get(qn("w:val")) if ref is not None else None, {})
+        for level, kind in levels.items():
+            out[(num.get(qn("w:numId")), level)] = kind
+    return out
+
+
+def _list_place(paragraph) -> tuple[str, str] | None:
+    """(numId, level) of a paragraph with Word numbering (a list item whose style may not say
+    so), else None."""
     ppr = paragraph._p.pPr
-    return ppr is not None and ppr.numPr is not None
+    if ppr is None or ppr.numPr is None:
+        return None
+    num = ppr.numPr
+    num_id = str(num.numId.val) if num.numId is not None else "0"
+    level = str(num.ilvl.val) if num.ilvl is not None else "0"
+    return num_id, level
 
 
 def docx_to_paged_text(data: bytes) -> PagedText:
@@ -71,27 +109,66 @@ def docx_to_paged_text(data: bytes) -> PagedText:
         raise PagedError("corrupt_docx", f"python-docx cannot open it: {e!r}") from None
     out: list[str] = []
     title = (document.core_properties.title or "").strip() or None
+    numbering = _numbering(document)
+    counters: dict[tuple[str, str], int] = {}
+    code: list[str] = []  # the lines of the code block being read (a paragraph a line, or
+    # one paragraph with line breaks)
+
+    def block_start() -> None:
+        """A blank line before a heading, table or paragraph that follows a list or a line."""
+        if out and not out[-1].endswith("\n\n"):
+            out.append("\n")
+
+    def end_code() -> None:
+        if code:
+            block_start()
+            out.append("```\n" + "\n".join(code) + "\n```\n\n")
+            code.clear()
+
     for block in document.iter_inner_content():
         if isinstance(block, Table):
+            end_code()
+            block_start()
             rows = [[cell.text for cell in row.cells] for row in block.rows]
             out.append(table_markdown(rows))
             continue
         assert isinstance(block, Paragraph)
+        style = (block.style.name if block.style is not None else "") or ""
+        if style.lower() in _CODE_STYLES:
+            code.extend(normalise(block.text).rstrip("\n").split("\n"))
+            continue
+        end_code()
         text = " ".join(normalise(block.text).split())
         if not text:
             continue
-        style = (block.style.name if block.style is not None else "") or ""
         m = _HEADING_STYLE.match(style)
+        place = _list_place(block)
         if m or style.lower() == "title":
             level = int(m.group(1)) if m else 1
+            block_start()
             out.append("#" * min(level, 6) + " " + text + "\n\n")
             title = title or text
-        elif "list" in style.lower() or _numbered(block):
-            out.append(("1. " if "number" in style.lower() else "- ") + text + "\n")
+        elif place is not None or "list" in style.lower():
+            fmt, marker = numbering.get(place, ("bullet", "•")) if place else ("bullet", "•")
+            depth = int(place[1]) if place else 0
+            indent = "   " * depth
+            if fmt == "bullet" and not marker.strip():  # a list item's later paragraph
+                out.append(indent + "   " + text + "\n")
+                continue
+            if place is None and "number" in style.lower():
+                fmt = "decimal"
+            if fmt in ("bullet", "none"):
+                out.append(indent + "- " + text + "\n")
+                continue
+            key = place or ("style", style)
+            counters[key] = counters.get(key, 0) + 1
+            for other in [k for k in counters if k[0] == key[0] and k[1] > key[1]]:
+                del counters[other]  # a deeper list starts again under the next item
+            out.append(f"{indent}{counters[key]}. {text}\n")
         else:
-            if out and not out[-1].endswith("\n\n"):
-                out.append("\n")
+            block_start()
             out.append(text + "\n\n")
+    end_code()
     text = "".join(out)
     if not text.strip():
         raise PagedError("empty_after_extraction", "the Word file holds no text")

@@ -17,6 +17,7 @@ from transforms.ingest.layout import (
     OutlineEntry,
     PagedError,
     PagedText,
+    PageLines,
     assemble,
     column_pieces,
     in_reading_order,
@@ -28,6 +29,9 @@ BOLD_WEIGHT = 600
 MIN_CHARS_PER_PAGE = 1.0  # fewer letters per page than this: no text layer (scanned)
 GUTTER_EMS = 2.0  # a space wider than this many font sizes may be a gutter between columns
 _SPACES = re.compile(r"\s+")
+# PDFium keeps the objects it parsed for each page until the document is closed (13 MB for
+# the 2,000 pages of bench/pdf_memory.py); a fresh handle every so many pages lets them go
+REOPEN_PAGES = 200
 
 
 PdfError = PagedError  # reason: encrypted, corrupt_pdf or no_text_layer
@@ -154,10 +158,13 @@ def pdf_to_paged_text(data: bytes, on_page_count: Callable[[int], None] | None =
         n_pages = len(pdf)
         if on_page_count is not None:
             on_page_count(n_pages)
-        pages: list[list[Line]] = []
+        pages: list[PageLines] = []  # compact: a Line is made when one is looked at
         labels: list[str] = []
         letters = 0
         for i in range(n_pages):
+            if i and i % REOPEN_PAGES == 0:
+                pdf.close()
+                pdf = open_pdf(data)
             try:
                 page = pdf[i]
             except pdfium.PdfiumError as e:
@@ -170,7 +177,7 @@ def pdf_to_paged_text(data: bytes, on_page_count: Callable[[int], None] | None =
                 page.close()
             if letters < MIN_CHARS_PER_PAGE * n_pages:  # counted until there are enough
                 letters += sum(sum(c.isalpha() for c in ln.text) for ln in lines)
-            pages.append(lines)
+            pages.append(PageLines(lines, i))
             try:
                 labels.append(pdf.get_page_label(i) or "")
             except Exception:
