@@ -133,7 +133,7 @@ def test_a_pdf_documents_contents_and_index_pages_reach_its_event():
     from schemas.records import RawDocument
     from tests.paged.make import contents_and_index_pdf
     from transforms.accounting import doc_event
-    from transforms.extract import extract_document
+    from transforms.ingest.extract import extract_document
 
     doc = extract_document(RawDocument("c.pdf", "id", contents_and_index_pdf()), None)
     event = doc_event(doc, "markdown", 100)

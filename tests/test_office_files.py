@@ -8,8 +8,8 @@ from pathlib import Path
 
 from schemas.records import RawDocument
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
-from transforms.extract import extract_document
-from transforms.layout import page_of
+from transforms.ingest.extract import extract_document
+from transforms.ingest.layout import page_of
 
 OFFICE = Path(__file__).parent / "data" / "office"
 

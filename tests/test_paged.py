@@ -103,7 +103,7 @@ def test_contents_and_index_pages_are_left_out_and_counted():
 def test_a_numeric_table_on_a_front_page_is_not_taken_for_contents():
     # every row ends with a number, as a contents page's lines do, but the numbers do not go
     # up and each row holds others: it was dropped as a contents page
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     paged = pdf_to_paged_text(numeric_table_pdf())
     assert paged.removed["contents_pages"] == 0
@@ -117,7 +117,7 @@ def test_camlidl_title_page_version_and_numbered_list_are_not_headings():
     # title; "1. Use IDispatch ..." is a numbered list item in the body font
     from pathlib import Path
 
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     pdf = Path(__file__).parent.parent / "samples" / "pdf" / "camlidl-1.04.doc.pdf"
     text = pdf_to_paged_text(pdf.read_bytes()).text
@@ -287,7 +287,7 @@ def test_a_long_pdf_takes_a_small_multiple_of_its_text_in_memory():
     # the text was made took 12x the text in Python objects; compact pages take under 6x
     import tracemalloc
 
-    from transforms.pdf import pdf_to_paged_text
+    from transforms.ingest.pdf import pdf_to_paged_text
 
     data = long_pdf(300)
     pdf_to_paged_text(long_pdf(2))  # the imports and PDFium's start-up, not counted
