@@ -12,7 +12,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.sizes import byte_size_flag
 from schemas.records import DOC_TYPES
-from transforms.accounting import Pricing
 from transforms.boilerplate import BoilerplateConfig
 from transforms.budget import BudgetConfig
 from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
@@ -23,6 +22,7 @@ from transforms.chunking.tokens import (
     resolve_engine,
 )
 from transforms.context import ContextConfig, reserved_tokens
+from transforms.cost_report import Pricing
 from transforms.fingerprint import (
     CONFIG_VERSION,
     FINGERPRINT_KEYS,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import chunk_schema
 from schemas.columns import CHANGES, CHUNKS, schema
-from transforms.accounting import file_inventory
+from transforms.account import file_inventory
 from transforms.stores import StoreSpec
 from transforms.stores.base import LoadState
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -15,6 +16,8 @@ from pipelines import evaluate
 from pipelines.evaluate import evaluate_run, load_questions, markdown_table, score_ranking
 from pipelines.relevance import Passage, is_relevant, relevant, source_matches, words
 from schemas.arrow import chunk_schema
+from transforms.cost_combine import CostReportFn
+from transforms.cost_report import Pricing, build_report
 
 ANSWER = (
     "VACUUM reclaims storage occupied by dead tuples. In normal PostgreSQL operation, tuples "
@@ -174,9 +177,9 @@ def _write_run(folder, shards, cost_usd=0.5, dim=4):
     for i, rows in enumerate(shards):
         table = pa.Table.from_pylist(rows, schema=chunk_schema(dim))
         pq.write_table(table, folder / "chunks" / f"part-{i:05d}.parquet")
-    (folder / "cost_report.json").write_text(
-        json.dumps({"embedded_tokens": 123, "cost_usd": cost_usd})
-    )
+    empty = build_report(CostReportFn().create_accumulator(), Pricing(), "run")
+    report = dataclasses.replace(empty, embedded_tokens=123, cost_usd=cost_usd)
+    (folder / "cost_report.json").write_text(report.to_json())
     (folder / "run_manifest.json").write_text(
         json.dumps({"mode": "run", "config": {"embedding_model": "default"}})
     )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.load_runs import chunk, write_run
-from transforms.accounting import file_inventory
+from transforms.account import file_inventory
 from transforms.fingerprint import CONFIG_VERSION, FINGERPRINT_KEYS, config_fingerprint
 from transforms.incremental import load_previous_run
 from transforms.load import open_run

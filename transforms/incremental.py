@@ -28,10 +28,11 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
 from schemas.records import Document, Reject
 from transforms import progress
-from transforms.accounting import ChunkReused, DocumentUnchanged, file_inventory
+from transforms.account import file_inventory
 from transforms.changes import PreviousTables
 from transforms.common import NAMESPACE
 from transforms.fingerprint import CONFIG_VERSION, config_fingerprint
+from transforms.stat_events import ChunkReused, DocumentUnchanged
 
 UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
 # (stage, reason) of the rejects that may not happen again on a rerun: the document is kept

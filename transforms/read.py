@@ -22,7 +22,6 @@ from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
 from transforms import progress
-from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
 from transforms.common import NAMESPACE, REJECTS
 from transforms.detect import JSONL_EXTENSIONS, extension
 from transforms.files import (
@@ -33,6 +32,7 @@ from transforms.files import (
     read_up_to,
     special_file,
 )
+from transforms.stat_events import DocumentIn, FileMatched, FileSkipped, file_of
 
 
 def relative_source(path: str, root: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from schemas.arrow import REJECT_SCHEMA
 from tests.jobs import run
 from tests.tables import manifest, report, rows
-from transforms.accounting import file_inventory
+from transforms.account import file_inventory
 
 
 @pytest.mark.slow

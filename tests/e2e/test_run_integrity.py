@@ -12,7 +12,7 @@ import pytest
 from pipelines.output_lock import OutputLock, OutputLocked, lock_path
 from tests.jobs import run
 from tests.tables import manifest, report, rows
-from transforms.accounting import file_inventory
+from transforms.account import file_inventory
 
 pytestmark = pytest.mark.slow
 

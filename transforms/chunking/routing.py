@@ -17,7 +17,7 @@ from typing import NamedTuple
 import apache_beam as beam
 
 from schemas.records import Chunk, Document, Reject, content_hash, stable_hash
-from transforms import accounting, progress
+from transforms import progress, stat_events
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.chunking.tokens import (
@@ -371,7 +371,7 @@ class _ChunkFn(beam.DoFn):
         self.chunked.inc()
         self.n_chunks.inc(len(chunks))
         strategy = self.config.strategy_for(doc.doc_type)
-        yield beam.pvalue.TaggedOutput(EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
+        yield beam.pvalue.TaggedOutput(EVENTS, stat_events.doc_event(doc, strategy, doc_tokens))
         yield beam.pvalue.TaggedOutput(DOCUMENTS, doc)
         children = []
         for chunk in chunks:
@@ -387,7 +387,7 @@ class ChunkResult(NamedTuple):
     by_document: beam.PCollection  # (document text, [Chunk]): the chunks to embed, per document
     parents: beam.PCollection | None  # Chunk: parents (--parent_chunk_size), never embedded
     rejects: beam.PCollection  # Reject
-    events: beam.PCollection  # accounting.DocumentChunked
+    events: beam.PCollection  # stat_events.DocumentChunked
 
 
 class ChunkDocuments(beam.PTransform):
