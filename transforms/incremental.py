@@ -27,11 +27,10 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
 from schemas.records import Document, Reject
-from transforms import progress
 from transforms.account import file_inventory
 from transforms.changes import PreviousTables
-from transforms.common import NAMESPACE
 from transforms.fingerprint import CONFIG_VERSION, config_fingerprint
+from transforms.stage_base import Counts
 from transforms.stat_events import ChunkReused, DocumentUnchanged
 
 UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
@@ -229,9 +228,9 @@ def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTab
     return PreviousTables(documents, chunks)
 
 
-class _Route(beam.DoFn):
-    def __init__(self) -> None:
-        self.unchanged = progress.counter(NAMESPACE, "documents_unchanged")
+class _Route(Counts, beam.DoFn):
+    """(doc_id, this run's and the previous run's) -> changed documents (main) and `unchanged`
+    ones (counted)."""
 
     def process(self, item: tuple[str, dict]) -> Iterator:
         _, grouped = item
@@ -242,7 +241,7 @@ class _Route(beam.DoFn):
             previous_hashes = set()
         for doc in grouped["current"]:
             if doc.content_hash in previous_hashes:
-                self.unchanged.inc()
+                self.stat("documents_unchanged")
                 yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
             else:
                 yield doc

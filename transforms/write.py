@@ -22,21 +22,17 @@ from schemas.arrow import (
 )
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Chunk
-from transforms import progress
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 
 # The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
 REUSED_CHUNK_ROWS = "reused_chunk_rows"
 
 
-class _ChunkRows(beam.DoFn):
+class _ChunkRows(Counts, beam.DoFn):
     """Chunk -> its row of chunks/, counted (`chunk_rows_written`) as it goes to the sink."""
 
-    def __init__(self) -> None:
-        self.written = progress.counter(NAMESPACE, "chunk_rows_written")
-
     def process(self, chunk: Chunk) -> Iterator[dict]:
-        self.written.inc()
+        self.stat("chunk_rows_written")
         yield chunk_row(chunk)
 
 
