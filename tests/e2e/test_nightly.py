@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pipelines.chunk_corpus import summary
+from tests import faults
 from tests.jobs import run
 from tests.tables import cost_report, manifest, report, rows
 
@@ -218,7 +219,8 @@ def test_a_bundle_retried_by_the_runner_writes_every_chunk_once(tmp_path, monkey
     run([*flags, "--output", clean])
     for counter in ("documents_chunked", "chunk_rows_written"):
         marker = tmp_path / f"{counter}.failed"
-        monkeypatch.setenv("CORPUS_CHUNKER_FAULT", f"raise_once:{counter}:2:{marker}")
+        monkeypatch.undo()
+        faults.injected(monkeypatch, f"raise_once:{counter}:2:{marker}")
         out = str(tmp_path / counter)
         run([*flags, "--output", out])
         assert marker.exists(), "the fault was not injected"
