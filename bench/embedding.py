@@ -55,6 +55,7 @@ def _raw_documents() -> Iterator:
     """Samples corpus first, then stdlib modules and pydoc topics, alternating (code and prose)."""
     from schemas.records import RawDocument
     from transforms.ingest.read import document_id, parse_jsonl_line
+    from transforms.stage_base import Rejection
 
     samples = sorted(glob.glob(os.path.join(REPO, "samples", "**", "*"), recursive=True))
     for path in samples:
@@ -63,9 +64,10 @@ def _raw_documents() -> Iterator:
         if path.endswith(".jsonl"):
             with open(path, encoding="utf-8") as f:
                 for line_no, line in enumerate(f, 1):
-                    raw = parse_jsonl_line(path, line_no, line)
-                    if isinstance(raw, RawDocument):
-                        yield raw
+                    try:
+                        yield parse_jsonl_line(path, line_no, line)
+                    except Rejection:  # a bad line: a reject in the job, left out here
+                        continue
             continue
         with open(path, "rb") as f:
             yield RawDocument(source=path, doc_id=document_id(path), data=f.read())

@@ -57,6 +57,7 @@ from transforms.chunking.routing import DocumentChunker
 from transforms.ingest.extract import ExtractError, extract_document
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.read import document_id, parse_jsonl_line
+from transforms.stage_base import Rejection
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB = os.path.dirname(os.__file__)
@@ -290,9 +291,14 @@ def raw_documents(path: str) -> list[RawDocument]:
         data = f.read()
     if not path.endswith(".jsonl"):
         return [RawDocument(source=path, doc_id=document_id(path), data=data)]
-    lines = data.decode("utf-8").splitlines()
-    records = [parse_jsonl_line(path, i, line) for i, line in enumerate(lines, 1) if line.strip()]
-    return [r for r in records if isinstance(r, RawDocument)]
+    records = []
+    for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(parse_jsonl_line(path, i, line))
+            except Rejection:  # a bad line: a reject in the job, left out here
+                continue
+    return records
 
 
 def documents(paths: list[str]) -> Iterator[Document]:

@@ -39,6 +39,7 @@ import numpy as np
 
 from commands.relevance import Passage, relevant, source_matches
 from runs.run_folder import RunFolder
+from transforms.cost_report import CostReport
 
 DEFAULT_KS = (1, 5, 10)
 RANK_DEPTH = 10  # MRR@10, nDCG@10
@@ -236,6 +237,14 @@ class RunScan:
 
 def _folder(run: str) -> RunFolder:
     return RunFolder(run, f"run {run}")
+
+
+def _read_report(run: str) -> CostReport:
+    report = CostReport.read(run)
+    if report is None:
+        path = os.path.join(run, "cost_report.json")
+        raise ValueError(f"run {run}: {path} is missing (not a finished run?)")
+    return report
 
 
 def run_model(run: str) -> str:
@@ -471,9 +480,7 @@ def evaluate_run(
     for q in questions:
         first.append(n)
         n += len(q.answers)
-    report = _folder(run).cost_report()
-    if report is None:
-        raise ValueError(f"run {run} has no cost_report.json (not a finished run?)")
+    report = _read_report(run)
     results = []
     for parents in (False, True) if scan.has_parents else (False,):
         rankings = _rankings(scan, questions, first, k, parents)
@@ -507,8 +514,8 @@ def evaluate_run(
                 "label": os.path.basename(os.path.normpath(run)) + (" (parent)" if parents else ""),
                 "scoring": "child -> parent" if parents else "chunk",
                 "embedding_model": model,
-                "embedded_tokens": report.get("embedded_tokens"),
-                "cost_usd": report.get("cost_usd"),
+                "embedded_tokens": report.embedded_tokens,
+                "cost_usd": report.cost_usd,
                 "answers_without_document": n - len(scan.matched_answers),
                 "sets": sets,
                 # per question: the rank of its first relevant result (None past rank k)

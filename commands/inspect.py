@@ -20,6 +20,7 @@ from commands import run_stats
 from commands.run_stats import CHUNK_COLUMNS, PAGE_COLUMNS, GroupStats, Limits
 from commands.terminal import for_terminal
 from runs.run_folder import RunFolder
+from transforms.cost_report import CostReport
 
 DOCUMENT_COLUMNS = ["doc_id", "source", "doc_type", "title", "content_hash"]
 # The page is bounded whatever the run's size: a sample of the documents, each cut, a few rows
@@ -44,7 +45,7 @@ class Run:
 
     output: str
     manifest: dict[str, Any]
-    report: dict[str, Any] | None
+    report: CostReport | None
     chunks: list[dict]
     documents: list[dict]  # without their text (see `texts`)
     rejects: list[dict]
@@ -71,7 +72,7 @@ class Run:
 
     @property
     def price(self) -> float:
-        return float((self.report or {}).get("price_per_million_tokens", 0.0))
+        return float(self.report.price_per_million_tokens) if self.report else 0.0
 
     def texts(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """doc_id -> extracted text, for these documents only."""
@@ -132,8 +133,8 @@ def run_changes(run: Run) -> tuple[run_stats.Changes | None, str]:
         prev_chunks.to_pylist() if prev_chunks is not None else [],
     )
     prev_report = folder.cost_report()
-    out.cost_usd = (run.report or {}).get("cost_usd")
-    out.previous_cost_usd = (prev_report or {}).get("cost_usd")
+    out.cost_usd = run.report.cost_usd if run.report else None
+    out.previous_cost_usd = prev_report.cost_usd if prev_report else None
     return out, ""
 
 
@@ -164,17 +165,17 @@ def summary_text(
 ) -> str:
     """The terminal summary: the table per type and strategy, rejects, changes."""
     limits = run.limits
-    r = run.report or {}
+    r = run.report
     lines = [
         f"corpus-chunker inspect {run.output}",
         f"  mode {run.mode}, config {run.fingerprint}: --chunk_size {limits.chunk_size} "
         f"(header included; {limits.text_room} tokens for a chunk's text)",
     ]
-    if r:
+    if r is not None:
         lines.append(
-            f"  {r['documents_in']} documents in: {r['documents_chunked']} chunked, "
-            f"{r['documents_rejected']} rejected, {r['documents_unchanged']} unchanged; "
-            f"{r['chunks']} chunks; ${r['cost_usd']:.6f}"
+            f"  {r.documents_in} documents in: {r.documents_chunked} chunked, "
+            f"{r.documents_rejected} rejected, {r.documents_unchanged} unchanged; "
+            f"{r.chunks} chunks; ${r.cost_usd:.6f}"
         )
     lines.append("")
     table = [

@@ -15,6 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from commands.run_stats import GroupStats, Limits, Segment
+from transforms.cost_report import CostReport
 
 TEMPLATE = "templates/report.html"  # Jinja2, beside this module (package data)
 # What one value may take on the page: a source, title, type, reason or section path, and a
@@ -118,7 +119,7 @@ def histogram_png(token_counts: dict[str, list[int]], limits: Limits, width_px: 
 def render_page(
     *,
     run: Any,
-    report: dict | None,
+    report: CostReport | None,
     limits: Limits,
     rows: Sequence[GroupStats],
     extremes: Sequence[tuple[str, Sequence[dict]]],

@@ -29,18 +29,13 @@ from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from runs.manifest import REPORT_FILES
 from runs.run_folder import RunFolder, previous_output_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
-from transforms.accounting import (
-    Account,
-    AccountInputs,
-    change_lines,
-    projection_text,
-    run_manifest,
-)
+from transforms.account import Account, AccountInputs, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog
 from transforms.chunking.routing import ChunkDocuments
 from transforms.context import AddContext
+from transforms.cost_report import CostReport
 from transforms.embedding.embed_stage import Embed
 from transforms.incremental import (
     PreviousRun,
@@ -269,7 +264,7 @@ def check_runner(options: PipelineOptions) -> None:
 
 
 def summary(
-    report: dict,
+    report: CostReport,
     output: str,
     seconds: float,
     output_sizes: dict[str, int] | None = None,
@@ -280,52 +275,39 @@ def summary(
     `output_sizes`: bytes per part of the output folder (RunFolder.output_bytes);
     `extra_lines`: more lines before the output line (the --estimate embedding projection).
     """
+    r = report
     lines = [
-        f"corpus-chunker {report['mode']}: {report['documents_in']} documents in -> "
-        f"{report['documents_chunked']} chunked, {report['documents_rejected']} rejected, "
-        f"{report['documents_unchanged']} unchanged",
-        *_reject_lines(report.get("rejects", {})),
+        f"corpus-chunker {r.mode}: {r.documents_in} documents in -> "
+        f"{r.documents_chunked} chunked, {r.documents_rejected} rejected, "
+        f"{r.documents_unchanged} unchanged",
+        *r.reject_lines("  "),
+        *r.change_lines("  "),
     ]
-    lines += change_lines(report, "  ")
-    if report.get("reused_tokens"):
+    if r.reused_tokens:
         lines.append(
-            f"  reused: {report['reused_tokens']:,} tokens not embedded again "
-            f"({report.get('chunks_reused', 0)} chunks of unchanged documents, "
-            f"{report.get('chunks_cached', 0)} from the embedding cache, "
-            f"{report.get('chunks_deduplicated', 0)} identical texts), saving "
-            f"${report.get('saved_usd', 0):.6f}"
+            f"  reused: {r.reused_tokens:,} tokens not embedded again "
+            f"({r.chunks_reused} chunks of unchanged documents, "
+            f"{r.chunks_cached} from the embedding cache, "
+            f"{r.chunks_deduplicated} identical texts), saving "
+            f"${r.saved_usd:.6f}"
         )
     lines += [
-        f"  chunks: {report['chunks']} ({report['chunks_rejected']} rejected, "
-        f"{report['chunks_truncated']} truncated by the model)",
-        f"  tokens: {report['document_tokens']:,} in documents, {report['embedded_tokens']:,} "
-        f"embedded (inflation {report['overlap_inflation']})"
+        f"  chunks: {r.chunks} ({r.chunks_rejected} rejected, "
+        f"{r.chunks_truncated} truncated by the model)",
+        f"  tokens: {r.document_tokens:,} in documents, {r.embedded_tokens:,} "
+        f"embedded (inflation {r.overlap_inflation})"
         + (
-            f", {report['model_read_tokens']:,} read by the model"
-            if report.get("model_read_tokens", report["embedded_tokens"])
-            != report["embedded_tokens"]
+            f", {r.model_read_tokens:,} read by the model"
+            if r.model_read_tokens != r.embedded_tokens
             else ""
         ),
-        f"  cost: ${report['cost_usd']:.6f} at ${report['price_per_million_tokens']}/M tokens"
-        + (
-            f"; projected whole corpus {projection_text(report['projection'])}"
-            if "projection" in report
-            else ""
-        ),
+        f"  cost: ${r.cost_usd:.6f} at ${r.price_per_million_tokens}/M tokens"
+        + (f"; projected whole corpus {r.projection.text()}" if r.projection is not None else ""),
         *extra_lines,
         f"  wall time: {seconds:.1f} s",
         f"  output: {output}" + _size_note(output_sizes),
     ]
-    return "\n".join(lines) + _skipped_lines(report.get("files_skipped", {}))
-
-
-def _reject_lines(rejects: dict[str, int]) -> list[str]:
-    """'  rejected at read: invalid_json 1, missing_text 1' per stage, from stage:reason counts."""
-    by_stage: dict[str, list[str]] = {}
-    for key, n in sorted(rejects.items()):
-        stage, _, reason = key.partition(":")
-        by_stage.setdefault(stage, []).append(f"{reason} {n}")
-    return [f"  rejected at {stage}: {', '.join(reasons)}" for stage, reasons in by_stage.items()]
+    return "\n".join(lines) + _skipped_lines(r.files_skipped)
 
 
 def _size_note(sizes: dict[str, int] | None) -> str:
@@ -358,7 +340,7 @@ def _skipped_lines(skipped: dict[str, int]) -> str:
     return "".join("\n" + line for line in lines)
 
 
-def _estimate_lines(config: JobConfig, report: dict) -> list[str]:
+def _estimate_lines(config: JobConfig, report: CostReport) -> list[str]:
     """--estimate: the embedding time projected from a calibration of the model here."""
     if not config.estimate:
         return []
@@ -369,7 +351,8 @@ def _estimate_lines(config: JobConfig, report: dict) -> list[str]:
     texts = sample_chunk_texts(config, config.output)
     if not texts:
         return ["  embedding time: nothing to embed"]
-    tokens = report.get("projection", {}).get("embedded_tokens", report["embedded_tokens"])
+    projected = report.projection
+    tokens = projected.embedded_tokens if projected is not None else report.embedded_tokens
     return projection_lines(calibrate(config, texts), tokens)
 
 
@@ -403,6 +386,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
             _discard(output, staging)  # --output is as it was; a kill leaves this to the next run
             raise
         output.swap_in(staging)
+    # The report the run wrote: on every runner, the way the workers' totals reach here.
     report = output.cost_report()
     if report is not None:
         seconds = time.time() - started
@@ -463,18 +447,18 @@ class NothingChunkedError(RuntimeError):
     """The job ran to the end, and every input it read was rejected (or there was none)."""
 
 
-def check_something_chunked(report: dict, output: str) -> None:
+def check_something_chunked(report: CostReport, output: str) -> None:
     """Raise NothingChunkedError, saying why, when the run chunked no document and reused none:
     every input was rejected, or none was read (the tables and reports are written)."""
-    if report["documents_chunked"] or report["documents_unchanged"]:
+    if report.documents_chunked or report.documents_unchanged:
         return
-    if report["documents_in"] == 0:
-        skipped = report.get("files_skipped", {})
+    if report.documents_in == 0:
+        skipped = report.files_skipped
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
         why = f"no document was read (files the inputs matched but the job skipped: {reasons})"
     else:
         why = (
-            f"all {report['documents_in']} documents were rejected "
+            f"all {report.documents_in} documents were rejected "
             f"(see {FileSystems.join(output, 'rejects')}/ and cost_report.md)"
         )
     raise NothingChunkedError(f"nothing was chunked: {why}")

@@ -12,7 +12,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.sizes import byte_size_flag
 from schemas.records import DOC_TYPES
-from transforms.accounting import Pricing
 from transforms.boilerplate import BoilerplateConfig
 from transforms.chunking.routing import DEFAULT_STRATEGY_BY_TYPE, STRATEGIES, ChunkingConfig
 from transforms.chunking.tokens import (
@@ -22,6 +21,7 @@ from transforms.chunking.tokens import (
     resolve_engine,
 )
 from transforms.context import ContextConfig
+from transforms.cost_report import Pricing
 from transforms.embedding.models import DEFAULT_MODEL, EmbeddingConfig
 from transforms.embedding.onnx_model import BACKENDS, DEFAULT_BACKEND
 from transforms.fingerprint import (

@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from runs import manifest as manifests
 from runs import staging
 from runs.output_lock import OutputLock
+from transforms.cost_report import CostReport
 from transforms.fingerprint import CONFIG_VERSION, config_fingerprint
 
 
@@ -154,13 +155,14 @@ class RunFolder:
             return None
         return pa.concat_tables(parts, promote_options="permissive")
 
-    def cost_report(self) -> dict[str, Any] | None:
-        """cost_report.json parsed; None when it is not there."""
+    def cost_report(self) -> CostReport | None:
+        """cost_report.json, typed (a missing or unknown key is refused); None when it is not
+        there."""
         path = self.join(manifests.COST_REPORT)
         if not FileSystems.exists(path):
             return None
         with FileSystems.open(path, mime_type="application/json") as f:
-            return json.loads(f.read().decode("utf-8"))
+            return CostReport.from_json(f.read())
 
     def output_bytes(self) -> dict[str, int]:
         """Bytes of the folder's files: per table folder, the report files together under

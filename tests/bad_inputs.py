@@ -318,7 +318,7 @@ def fake_run(folder: Path) -> list[Path]:
     for f in files:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("x")
-    from transforms.accounting import file_inventory
+    from runs.manifest import file_inventory
 
     # its file list is right (a manifest without one is refused before any shard is read)
     inventory = file_inventory(str(folder), [str(f) for f in files])

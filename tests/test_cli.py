@@ -1,6 +1,7 @@
 """The command line around the job: --help, --version, --max_file_bytes sizes, the summary."""
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 
@@ -10,6 +11,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.chunk_corpus import SUBCOMMANDS, main, summary, version
 from pipelines.options import ChunkCorpusOptions
 from pipelines.sizes import human_bytes, parse_byte_size
+from transforms.cost_combine import CostReportFn
+from transforms.cost_report import ChangeTotals, Pricing, build_report
 
 
 @pytest.mark.parametrize(
@@ -80,37 +83,38 @@ def test_version_and_subcommands(capsys):
 
 
 def test_summary_lists_rejects_by_reason_removals_and_size():
-    report = {
-        "mode": "run",
-        "documents_in": 10,
-        "documents_chunked": 5,
-        "documents_rejected": 3,
-        "documents_unchanged": 2,
-        "documents_removed": 1,
-        "previous_output": "/last-night",
-        "changes": {
-            "added": {"documents": 4, "chunks_added": 30, "chunks_removed": 0},
-            "changed": {"documents": 1, "chunks_added": 10, "chunks_removed": 9},
-            "unchanged": {"documents": 2, "chunks_added": 0, "chunks_removed": 0},
-            "removed": {"documents": 1, "chunks_added": 0, "chunks_removed": 44},
+    empty = build_report(CostReportFn().create_accumulator(), Pricing(), "run")
+    report = dataclasses.replace(
+        empty,
+        documents_in=10,
+        documents_chunked=5,
+        documents_rejected=3,
+        documents_unchanged=2,
+        documents_removed=1,
+        previous_output="/last-night",
+        changes={
+            "added": ChangeTotals(4, 30, 0, 0),
+            "changed": ChangeTotals(1, 10, 9, 0),
+            "unchanged": ChangeTotals(2, 0, 0, 0),
+            "removed": ChangeTotals(1, 0, 44, 0),
         },
-        "chunks_reused": 7,
-        "reused_tokens": 300,
-        "chunks_cached": 5,
-        "chunks_deduplicated": 0,
-        "saved_usd": 0.000006,
-        "model_read_tokens": 900,
-        "chunks": 40,
-        "chunks_rejected": 0,
-        "chunks_truncated": 0,
-        "document_tokens": 1000,
-        "embedded_tokens": 1200,
-        "overlap_inflation": 1.2,
-        "cost_usd": 0.000024,
-        "price_per_million_tokens": 0.02,
-        "rejects": {"extract:empty": 2, "read:invalid_json": 1},
-        "files_skipped": {},
-    }
+        chunks_reused=7,
+        reused_tokens=300,
+        chunks_cached=5,
+        chunks_deduplicated=0,
+        saved_usd=0.000006,
+        model_read_tokens=900,
+        chunks=40,
+        chunks_rejected=0,
+        chunks_truncated=0,
+        document_tokens=1000,
+        embedded_tokens=1200,
+        overlap_inflation=1.2,
+        cost_usd=0.000024,
+        price_per_million_tokens=0.02,
+        rejects={"extract:empty": 2, "read:invalid_json": 1},
+        files_skipped={},
+    )
     text = summary(report, "/out", 3.0, {"chunks": 2_500_000, "documents": 40_000})
     lines = text.splitlines()
     assert "  rejected at extract: empty 2" in lines

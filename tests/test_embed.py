@@ -348,8 +348,8 @@ class CountingHandler(SentenceTransformerHandler):
 
 @pytest.mark.slow
 def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str) -> None:
-    from transforms import accounting
     from transforms.embedding.embed_setup import prepare_model
+    from transforms.stat_events import ChunkDeduplicated
 
     licence = "Licensed under the Apache License, Version 2.0 (the 'License');"
     texts = [licence, TEXTS[0], licence, TEXTS[1], licence]
@@ -379,7 +379,7 @@ def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str)
         assert sum(c.embed_seconds > 0 for c in out) == 4  # model time on one chunk a text
 
     def check_duplicates(out: list[tuple]) -> None:
-        assert sorted(out) == [accounting.ChunkDeduplicated(11)] * 2
+        assert sorted(out) == [ChunkDeduplicated(11)] * 2
 
     def check_bad(out: list[Reject]) -> None:
         assert out == []
@@ -396,15 +396,15 @@ def test_identical_embedded_texts_are_embedded_once_and_counted(model_path: str)
 
 
 def test_deduplicated_chunks_are_in_the_cost_report() -> None:
-    from transforms import accounting
+    from transforms.cost_combine import CostReportFn
+    from transforms.cost_report import Pricing, build_report
+    from transforms.stat_events import ChunkDeduplicated, DocumentIn
 
-    fn = accounting.CostReportFn()
+    fn = CostReportFn()
     acc = fn.create_accumulator()
-    for event in [accounting.ChunkDeduplicated(11), accounting.ChunkDeduplicated(4)]:
+    for event in [ChunkDeduplicated(11), ChunkDeduplicated(4)]:
         acc = fn.add_input(acc, event)
-    merged = fn.merge_accumulators(
-        [acc, fn.add_input(fn.create_accumulator(), accounting.DocumentIn())]
-    )
-    report = accounting.build_report(merged, accounting.Pricing(), "run")
-    assert (report["chunks_deduplicated"], report["deduplicated_embedded_tokens"]) == (2, 15)
-    assert "2 chunks took the vector of another chunk" in accounting.report_markdown(report)
+    merged = fn.merge_accumulators([acc, fn.add_input(fn.create_accumulator(), DocumentIn())])
+    report = build_report(merged, Pricing(), "run")
+    assert (report.chunks_deduplicated, report.deduplicated_embedded_tokens) == (2, 15)
+    assert "2 chunks took the vector of another chunk" in report.markdown()

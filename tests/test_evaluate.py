@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,6 +17,8 @@ from commands.evaluate import evaluate_run, load_questions, markdown_table, scor
 from commands.relevance import Passage, is_relevant, relevant, source_matches, words
 from runs.run_folder import RunFolder
 from schemas.arrow import chunk_schema
+from transforms.cost_combine import CostReportFn
+from transforms.cost_report import Pricing, build_report
 from transforms.fingerprint import CONFIG_VERSION
 
 ANSWER = (
@@ -178,9 +181,9 @@ def _write_run(folder, shards, cost_usd=0.5, dim=4):
         table = pa.Table.from_pylist(rows, schema=chunk_schema(dim))
         paths.append(str(folder / "chunks" / f"part-{i:05d}-of-{len(shards):05d}.parquet"))
         pq.write_table(table, paths[-1])
-    (folder / "cost_report.json").write_text(
-        json.dumps({"embedded_tokens": 123, "cost_usd": cost_usd})
-    )
+    empty = build_report(CostReportFn().create_accumulator(), Pricing(), "run")
+    report = dataclasses.replace(empty, embedded_tokens=123, cost_usd=cost_usd)
+    (folder / "cost_report.json").write_text(report.to_json())
     config = {"config_version": CONFIG_VERSION, "embedding_model": "default"}
     manifest = {"run_id": "r", "mode": "run", "config": config, "config_fingerprint": "f"}
     RunFolder(str(folder)).write_manifest(manifest, paths)

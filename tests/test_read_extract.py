@@ -21,6 +21,7 @@ from transforms.ingest.read import (
     parse_jsonl_line,
     record_id,
 )
+from transforms.stage_base import Rejection
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,13 @@ def test_binary_sniffing():
     assert sniff("just some words").doc_type == "text"
 
 
+def _rejection(line_no: int, line: str) -> Rejection:
+    with pytest.raises(Rejection) as raised:
+        parse_jsonl_line("f.jsonl", line_no, line)
+    assert raised.value.source == f"f.jsonl#L{line_no}"
+    return raised.value
+
+
 def test_jsonl_lines():
     good = parse_jsonl_line("f.jsonl", 1, json.dumps({"id": 7, "text": "hi", "title": "T"}))
     assert isinstance(good, RawDocument) and good.text == "hi" and good.title == "T"
@@ -58,10 +66,10 @@ def test_jsonl_lines():
     # a record id names the document across the corpus, whichever file holds it
     assert good.doc_id == record_id("other.jsonl", 1, {"id": 7})
     assert good.doc_id != record_id("f.jsonl", 1, {"id": "7"})
-    assert parse_jsonl_line("f.jsonl", 2, "{bad").reason == "invalid_json"
-    assert parse_jsonl_line("f.jsonl", 3, "[1, 2]").reason == "record_not_object"
-    assert parse_jsonl_line("f.jsonl", 4, '{"id": 1}').reason == "missing_text"
-    assert parse_jsonl_line("f.jsonl", 5, '{"text": 3}').reason == "text_not_string"
+    assert _rejection(2, "{bad").reason == "invalid_json"
+    assert _rejection(3, "[1, 2]").reason == "record_not_object"
+    assert _rejection(4, '{"id": 1}').reason == "missing_text"
+    assert _rejection(5, '{"text": 3}').reason == "text_not_string"
     no_id = parse_jsonl_line("f.jsonl", 6, '{"text": "x"}')
     assert no_id.doc_id == record_id("f.jsonl", 6, {}) != record_id("f.jsonl", 7, {})
 
@@ -69,13 +77,13 @@ def test_jsonl_lines():
 def test_jsonl_lone_surrogates_are_rejected_with_the_field():
     # json.loads turns an unpaired "\ud83d" escape (half an emoji, cut by a UTF-16 truncation)
     # into a str that cannot be encoded as UTF-8: Beam's coders and Parquet would fail the job.
-    bad_text = parse_jsonl_line("f.jsonl", 1, '{"id": 1, "text": "ok \\ud83d then"}')
-    assert (bad_text.stage, bad_text.reason) == ("read", "invalid_unicode")
+    bad_text = _rejection(1, '{"id": 1, "text": "ok \\ud83d then"}')
+    assert bad_text.reason == "invalid_unicode"
     assert all(s in bad_text.error for s in ("'text'", "U+D83D", "character 3"))
     assert bad_text.doc_id == record_id("f.jsonl", 1, {"id": 1})
-    bad_title = parse_jsonl_line("f.jsonl", 2, '{"text": "fine", "title": "\\udc00"}')
+    bad_title = _rejection(2, '{"text": "fine", "title": "\\udc00"}')
     assert bad_title.reason == "invalid_unicode" and "'title'" in bad_title.error
-    bad_id = parse_jsonl_line("f.jsonl", 3, '{"id": "\\ud800", "text": "fine"}')
+    bad_id = _rejection(3, '{"id": "\\ud800", "text": "fine"}')
     assert bad_id.reason == "invalid_unicode" and bad_id.doc_id == record_id("f.jsonl", 3, {})
     paired = parse_jsonl_line("f.jsonl", 4, '{"text": "smile \\ud83d\\ude00"}')
     assert isinstance(paired, RawDocument) and paired.text == "smile \U0001f600"

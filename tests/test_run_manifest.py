@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from runs.manifest import file_inventory
 from tests.load_runs import chunk, write_run
-from transforms.accounting import file_inventory
 from transforms.fingerprint import CONFIG_VERSION, FINGERPRINT_KEYS, config_fingerprint
 from transforms.incremental import load_previous_run
 from transforms.stores.loading import open_run

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
 from schemas.records import Document, content_hash
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 
 MIN_KEY_CHARS = 8
 MAX_KEY_LINE_CHARS = 10_000
@@ -394,17 +393,11 @@ def _decide_group(
         yield group, sorted(keys)
 
 
-class _RemoveLinesFn(beam.DoFn):
+class _RemoveLinesFn(Counts, beam.DoFn):
     """Removes a group's boilerplate lines from each of its documents, counting what went."""
 
     def __init__(self, tokenizer: str = "cl100k_base") -> None:
         self.tokenizer_name = tokenizer
-        self.tokens_removed = Metrics.counter(NAMESPACE, "boilerplate_tokens_removed")
-        self.lines_removed = Metrics.counter(NAMESPACE, "boilerplate_lines_removed")
-        self.chars_removed = Metrics.counter(NAMESPACE, "boilerplate_chars_removed")
-        self.docs_changed = Metrics.counter(NAMESPACE, "boilerplate_docs_changed")
-        self.docs_kept_whole = Metrics.counter(NAMESPACE, "boilerplate_docs_all_boilerplate_kept")
-        self.count_failures = Metrics.counter(NAMESPACE, "boilerplate_count_failures")
 
     def setup(self) -> None:
         from transforms.chunking.tokens import make_tokenizer
@@ -426,18 +419,18 @@ class _RemoveLinesFn(beam.DoFn):
             # its stack (a Rust panic, which no `except Exception` catches).
             tokens = self._count_lines(removed)
             if tokens is None:
-                self.count_failures.inc()
+                self.stat("boilerplate_count_failures")
                 yield doc  # kept whole: its lines are chunked, and priced, as they are
                 return
             new_doc = replace(
                 new_doc, boilerplate_tokens_removed=doc.boilerplate_tokens_removed + tokens
             )
-            self.tokens_removed.inc(tokens)
-            self.lines_removed.inc(len(removed))
-            self.chars_removed.inc(chars)
-            self.docs_changed.inc()
+            self.stat("boilerplate_tokens_removed", tokens)
+            self.stat("boilerplate_lines_removed", len(removed))
+            self.stat("boilerplate_chars_removed", chars)
+            self.stat("boilerplate_docs_changed")
         elif all_boilerplate:
-            self.docs_kept_whole.inc()
+            self.stat("boilerplate_docs_all_boilerplate_kept")
         yield new_doc
 
     def _count_lines(self, lines: list[str]) -> int | None:

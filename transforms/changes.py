@@ -21,7 +21,7 @@ import apache_beam as beam
 
 from schemas.columns import ADDED, CHANGED, KEPT, REJECTED, REMOVED, UNCHANGED
 from schemas.records import Chunk, Document, Reject
-from transforms.accounting import DocumentChange
+from transforms.stat_events import DocumentChange
 
 
 class ChangeInputs(NamedTuple):

@@ -25,10 +25,9 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
-from transforms import progress
-from transforms.accounting import ChunkReused, DocumentUnchanged
 from transforms.changes import PreviousTables
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
+from transforms.stat_events import ChunkReused, DocumentUnchanged
 
 UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
 # (stage, reason) of the rejects that may not happen again on a rerun: the document is kept
@@ -119,9 +118,9 @@ def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTab
     return PreviousTables(documents, chunks)
 
 
-class _Route(beam.DoFn):
-    def __init__(self) -> None:
-        self.unchanged = progress.counter(NAMESPACE, "documents_unchanged")
+class _Route(Counts, beam.DoFn):
+    """(doc_id, this run's and the previous run's) -> changed documents (main) and `unchanged`
+    ones (counted)."""
 
     def process(self, item: tuple[str, dict]) -> Iterator:
         _, grouped = item
@@ -132,7 +131,7 @@ class _Route(beam.DoFn):
             previous_hashes = set()
         for doc in grouped["current"]:
             if doc.content_hash in previous_hashes:
-                self.unchanged.inc()
+                self.stat("documents_unchanged")
                 yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
             else:
                 yield doc

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import threading
 from typing import Any
@@ -21,38 +20,6 @@ from apache_beam.metrics import Metrics
 
 PROGRESS_DIR_ENV = "CORPUS_CHUNKER_PROGRESS_DIR"
 WRITE_INTERVAL_S = 0.5
-# Fault injection for the crash tests (tests/e2e/test_crash.py), off unless set:
-# "kill:COUNTER:N" SIGKILLs the process when a counter named COUNTER reaches N in it;
-# "raise_once:COUNTER:N:MARKER" raises once, at N, where the file MARKER does not exist yet
-# (it is created first), so that a runner's retry of the bundle then goes through.
-FAULT_ENV = "CORPUS_CHUNKER_FAULT"
-
-
-class InjectedFault(RuntimeError):
-    """The failure FAULT_ENV asked for."""
-
-
-def _fault(name: str) -> tuple[str, int, str] | None:
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return None
-    action, counter_name, at, *marker = spec.split(":", 3)
-    if counter_name != name:
-        return None
-    return action, int(at), marker[0] if marker else ""
-
-
-def _inject(fault: tuple[str, int, str], name: str) -> None:
-    action, _, marker = fault
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if action == "raise_once":
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.close(fd)
-        raise InjectedFault(f"{FAULT_ENV}: a fault injected at {name}")
 
 
 class _Tally:
@@ -127,15 +94,9 @@ class ProgressCounter:
         self.name = name
         self.counter = Metrics.counter(namespace, name)
         self._tally: _Tally | bool | None = False  # False: not looked up yet in this process
-        self._fault = _fault(name)
-        self._seen = 0
 
     def inc(self, n: int = 1) -> None:
         self.counter.inc(n)
-        if self._fault is not None:
-            self._seen += n
-            if self._seen >= self._fault[1]:
-                _inject(self._fault, self.name)
         if self._tally is False:
             self._tally = tally()
         if self._tally is not None:
@@ -144,12 +105,7 @@ class ProgressCounter:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_tally"] = False  # looked up again where the DoFn is unpickled
-        state["_fault"] = None  # looked up again too: the worker's environment decides
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._fault = _fault(self.name)
 
 
 def counter(namespace: str, name: str) -> ProgressCounter:

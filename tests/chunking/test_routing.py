@@ -8,7 +8,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.records import Document, content_hash
-from transforms import accounting
+from transforms import stat_events
 from transforms.chunking.routing import ChunkDocuments, ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import get_tiktoken_encoding, make_tokenizer
 from transforms.embedding.embed import resolve_model_path
@@ -193,7 +193,7 @@ def test_doc_events_carry_the_documents_pricing_tokens(pricing):
     empty = Document("empty", "/c/empty", "text", "", "h")
     encoding = get_tiktoken_encoding(pricing or "cl100k_base")
     expected = [
-        accounting.doc_event(d, s, len(encoding.encode_ordinary(d.text)))
+        stat_events.doc_event(d, s, len(encoding.encode_ordinary(d.text)))
         for d, s in zip(docs, ["recursive", "markdown"], strict=True)
     ]
     with TestPipeline() as p:

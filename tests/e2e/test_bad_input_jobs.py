@@ -16,7 +16,7 @@ import transforms.ingest.read as read_module
 from pipelines.chunk_corpus import NothingChunkedError, prepare_output
 from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, fake_run, write_bad_corpus
 from tests.jobs import run
-from tests.tables import report, rows
+from tests.tables import cost_report, report, rows
 from transforms.chunking.tokens import TiktokenTokenizer
 from transforms.ingest.extract import MAX_WHITESPACE_RUN
 
@@ -189,4 +189,4 @@ def test_a_run_that_chunks_nothing_says_so_and_fails(tmp_path, monkeypatch, caps
     assert "nothing was chunked: all 2 documents were rejected" in err
     assert report(out)["documents_rejected"] == 2  # the run is complete: its tables say why
     with pytest.raises(NothingChunkedError, match="nothing was chunked"):
-        job.check_something_chunked(report(out), out)
+        job.check_something_chunked(cost_report(out), out)

@@ -6,9 +6,7 @@ import pytest
 
 from tests.jobs import run
 from tests.tables import report, rows
-from transforms.accounting import (
-    report_markdown,
-)
+from transforms.cost_report import CostReport
 
 pytestmark = pytest.mark.slow
 
@@ -108,4 +106,4 @@ def test_a_sample_projects_the_whole_corpus_from_the_bytes_matched(skewed_runs):
         assert p[key] == pytest.approx(truth, rel=0.05), key
         low, high = p["interval_95"][key]
         assert low <= truth <= high, key
-    assert "| embedded_tokens |" in report_markdown(sample)
+    assert "| embedded_tokens |" in CostReport.from_dict(sample).markdown()

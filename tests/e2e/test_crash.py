@@ -19,14 +19,11 @@ pytestmark = pytest.mark.slow
 
 
 def _job(args: list[str], fault: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("CORPUS_CHUNKER_FAULT", None)
-    if fault:
-        env["CORPUS_CHUNKER_FAULT"] = fault
+    """The job in a process of its own; `fault`: a tests/faults.py spec installed in it."""
+    program = ["tests.faults", fault] if fault else ["pipelines.chunk_corpus"]
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.chunk_corpus", *args, "--quiet"],
+        [sys.executable, "-m", *program, *args, "--quiet"],
         cwd=ROOT,
-        env=env,
         capture_output=True,
         text=True,
         timeout=600,

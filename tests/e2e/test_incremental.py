@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from runs.manifest import file_inventory
 from schemas.arrow import REJECT_SCHEMA
 from tests.jobs import run
 from tests.tables import manifest, report, rows
-from transforms.accounting import file_inventory
 
 
 @pytest.mark.slow

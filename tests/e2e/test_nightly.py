@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from pipelines.chunk_corpus import summary
+from tests import faults
 from tests.jobs import run
-from tests.tables import manifest, report, rows
+from tests.tables import cost_report, manifest, report, rows
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +88,7 @@ def test_changes_say_what_a_store_must_upsert_and_delete(tmp_path):
         len(changes["c.py"]["chunks_removed"]),
         len(changes["e.txt"]["chunks_removed"]),
     )
-    assert line in summary(r, night2, 1.0)
+    assert line in summary(cost_report(night2), night2, 1.0)
     with open(os.path.join(night2, "cost_report.md")) as f:
         assert line in f.read()
 
@@ -218,7 +219,8 @@ def test_a_bundle_retried_by_the_runner_writes_every_chunk_once(tmp_path, monkey
     run([*flags, "--output", clean])
     for counter in ("documents_chunked", "chunk_rows_written"):
         marker = tmp_path / f"{counter}.failed"
-        monkeypatch.setenv("CORPUS_CHUNKER_FAULT", f"raise_once:{counter}:2:{marker}")
+        monkeypatch.undo()
+        faults.injected(monkeypatch, f"raise_once:{counter}:2:{marker}")
         out = str(tmp_path / counter)
         run([*flags, "--output", out])
         assert marker.exists(), "the fault was not injected"
@@ -265,7 +267,7 @@ def test_a_page_that_times_out_one_night_is_kept(tmp_path):
     r = report(night2)
     assert r["balanced"] and r["documents_rejected"] == 1 and r["documents_unchanged"] == 1
     assert "1 kept (rejected this time; the previous run's text and chunks carried over)" in (
-        summary(r, night2, 1.0)
+        summary(cost_report(night2), night2, 1.0)
     )
 
     run([*flags, "--output", night3, "--previous_output", night2])

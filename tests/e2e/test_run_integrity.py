@@ -9,10 +9,10 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
+from runs.manifest import file_inventory
 from runs.output_lock import OutputLock, OutputLocked, lock_path
 from tests.jobs import run
 from tests.tables import manifest, report, rows
-from transforms.accounting import file_inventory
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from schemas.records import Chunk, Document, Reject, content_hash, stable_hash
-from transforms import accounting, progress
+from schemas.records import Chunk, Document, content_hash, stable_hash
+from transforms import stat_events
 from transforms.chunking.base import Chunker, ChunkSpan, ModelLimit
 from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.chunking.tokens import (
@@ -27,13 +27,13 @@ from transforms.chunking.tokens import (
     TokenizerFailed,
     make_tokenizer,
 )
-from transforms.common import NAMESPACE, REJECTS
+from transforms.common import REJECTS
 from transforms.ingest.layout import page_of
+from transforms.stage_base import EVENTS, Rejection, Stage
 from transforms.token_budget import TokenBudget
 
 DOCUMENTS = "documents"  # the tags of the chunk stage's outputs
 PARENTS = "parents"
-EVENTS = "events"
 
 # strategy name -> "module:Class"
 STRATEGIES: dict[str, str] = {
@@ -296,14 +296,17 @@ def _with_windows(
     return out
 
 
-class _ChunkFn(beam.DoFn):
+class _ChunkFn(Stage):
+    """Document -> its chunks (by document, with its text), parents, the document and its
+    stat event; a document that cannot be chunked in time, or has no chunk, is a reject."""
+
+    STAGE = "chunk"
+    FAILED = "chunk_failed"  # one document's failure is a reject, never a failed job
+    REJECTED_STAT = "documents_rejected_chunk"
+
     def __init__(self, config: ChunkingConfig, pricing_tokenizer: str | None = None) -> None:
         self.config = config
         self.pricing_tokenizer = pricing_tokenizer or config.budget.tokenizer
-        self.chunked = progress.counter(NAMESPACE, "documents_chunked")
-        self.n_chunks = progress.counter(NAMESPACE, "chunks")
-        self.failed = progress.counter(NAMESPACE, "documents_rejected_chunk")
-        self.no_chunks = progress.counter(NAMESPACE, "documents_without_chunks")
         self.core: DocumentChunker | None = None
         self.pricing: Tokenizer | None = None
 
@@ -312,7 +315,7 @@ class _ChunkFn(beam.DoFn):
         if self.pricing_tokenizer != self.config.budget.tokenizer:
             self.pricing = make_tokenizer(self.pricing_tokenizer, "tiktoken")  # counts only
 
-    def process(self, doc: Document) -> Iterator:
+    def process_one(self, doc: Document) -> Iterator:
         assert self.core is not None
         try:
             with time_limit(self.config.timeout_s):
@@ -320,35 +323,16 @@ class _ChunkFn(beam.DoFn):
             if chunks and self.pricing is not None:
                 doc_tokens = self.pricing.count(doc.text)
         except ChunkTimeout:
-            self.failed.inc()
             limit = f"chunking took over --chunk_timeout_s={self.config.timeout_s:g} s"
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject(doc.source, "chunk", "chunk_timeout", limit, doc.doc_id)
-            )
-            return
+            raise Rejection("chunk_timeout", limit) from None
         except TokenizerFailed as e:  # a panic in any tokenizer call, the pricing count's too
-            self.failed.inc()
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject.of_error(doc.source, "chunk", e.reason, str(e), doc.doc_id)
-            )
-            return
-        except Exception as e:  # one document's failure is a reject, never a failed job
-            self.failed.inc()
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject.of_error(doc.source, "chunk", "chunk_failed", e, doc.doc_id)
-            )
-            return
+            raise Rejection(e.reason, str(e)) from None
         if not chunks:
-            self.no_chunks.inc()
-            yield beam.pvalue.TaggedOutput(
-                REJECTS,
-                Reject(doc.source, "chunk", "no_chunks", "no non-whitespace text", doc.doc_id),
-            )
-            return
-        self.chunked.inc()
-        self.n_chunks.inc(len(chunks))
+            raise Rejection("no_chunks", "no non-whitespace text", stat="documents_without_chunks")
+        self.stat("documents_chunked")
+        self.stat("chunks", len(chunks))
         strategy = self.config.strategy_for(doc.doc_type)
-        yield beam.pvalue.TaggedOutput(EVENTS, accounting.doc_event(doc, strategy, doc_tokens))
+        yield self.event(stat_events.doc_event(doc, strategy, doc_tokens))
         yield beam.pvalue.TaggedOutput(DOCUMENTS, doc)
         children = []
         for chunk in chunks:
@@ -364,7 +348,7 @@ class ChunkResult(NamedTuple):
     by_document: beam.PCollection  # (document text, [Chunk]): the chunks to embed, per document
     parents: beam.PCollection | None  # Chunk: parents (--parent_chunk_size), never embedded
     rejects: beam.PCollection  # Reject
-    events: beam.PCollection  # accounting.DocumentChunked
+    events: beam.PCollection  # stat_events.DocumentChunked
 
 
 class ChunkDocuments(beam.PTransform):

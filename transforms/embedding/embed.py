@@ -30,7 +30,6 @@ from apache_beam.ml.inference.base import (
 
 from schemas.records import Chunk, Reject
 from transforms import progress
-from transforms.accounting import ChunkDeduplicated, EmbeddingReused
 from transforms.common import NAMESPACE
 from transforms.embedding.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
@@ -43,6 +42,7 @@ from transforms.embedding.models import (  # noqa: F401 - re-exported: callers i
     resolve_model_path,
     text_key,
 )
+from transforms.stat_events import ChunkDeduplicated, EmbeddingReused
 
 # Forward pass and Beam batch when the flags leave them out: a GPU wants larger ones (its
 # passes cost little more for more rows), a CPU pass of 32 pads least for its speed.
@@ -330,12 +330,12 @@ def _cache_entry(keyed: tuple[tuple[Chunk, ...], PredictionResult]) -> tuple[str
 
 class EmbedChunks(beam.PTransform):
     """Chunk -> Chunk with `embedding`, Reject for chunks whose batch failed, and one
-    `accounting.ChunkDeduplicated` event for each chunk whose embedded text another chunk of the
+    `stat_events.ChunkDeduplicated` event for each chunk whose embedded text another chunk of the
     run was embedded for (its vector is that chunk's).
 
     Grouping by the embedded text is a shuffle: the model reads each distinct text once.
     `cached`: (text key, CachedVector) of the embedding cache, by this model: a text found there
-    is not embedded again (`accounting.EmbeddingReused`); the result's `new_vectors` are the
+    is not embedded again (`stat_events.EmbeddingReused`); the result's `new_vectors` are the
     (text key, CachedVector) the model made, for the cache to keep.
     """
 

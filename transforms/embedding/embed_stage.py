@@ -9,8 +9,8 @@ from __future__ import annotations
 import apache_beam as beam
 
 from schemas.records import Chunk
-from transforms.accounting import ChunkDeduplicated
 from transforms.embedding.models import EmbeddingConfig, EmbedResult, text_key
+from transforms.stat_events import ChunkDeduplicated
 
 
 def _duplicates(item: tuple[str, list[Chunk]]) -> list[ChunkDeduplicated]:

@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
-from schemas.records import DOC_TYPES, Document, RawDocument, Reject, content_hash
-from transforms import progress
+from schemas.records import DOC_TYPES, Document, RawDocument, content_hash
 from transforms.chunking.markdown import without_html_comments
-from transforms.common import NAMESPACE, REJECTS
+from transforms.common import REJECTS
 from transforms.ingest.detect import PAGED_TYPES, binary_type, detect, is_binary
+from transforms.stage_base import Rejection, Stage
 
 # The heading's text is taken greedily and its closing "#"s stripped after: a lazy group
 # before `[ \t#]*$` backtracked quadratically on a long line ("# a" + 20,000 spaces + "x").
@@ -436,15 +435,16 @@ def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-class _ExtractFn(beam.DoFn):
+class _ExtractFn(Stage):
     """Runs the pure core; HTML and paged documents go to a child process, which stops an
     extraction past its CPU-time limit (and is killed past a wall-clock backstop)."""
 
+    STAGE = "extract"
+    FAILED = "extract_failed"  # a parser bug on one document must not fail the job
+    REJECTED_STAT = "documents_rejected_extract"
+
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.docs = progress.counter(NAMESPACE, "documents_extracted")
-        self.rejected = progress.counter(NAMESPACE, "documents_rejected_extract")
-        self.timeouts = Metrics.counter(NAMESPACE, "extract_timeouts")
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
     def setup(self) -> None:
@@ -492,7 +492,7 @@ class _ExtractFn(beam.DoFn):
         except (CpuTimeUp, concurrent.futures.TimeoutError) as e:
             # a new child for the next document: the signal may have cut the parser anywhere
             self._kill_pool()
-            self.timeouts.inc()
+            self.stat("extract_timeouts")
             spent = "CPU seconds" if isinstance(e, CpuTimeUp) else f"{wall_s:g} s of wall clock"
             raise ExtractError(
                 "extract_timeout",
@@ -503,22 +503,12 @@ class _ExtractFn(beam.DoFn):
             why = "" if what == "HTML" else f" (capped at {PAGED_MEMORY_BYTES} bytes of memory)"
             raise ExtractError("extract_failed", f"extraction process died{why}: {e}") from None
 
-    def process(self, raw: RawDocument) -> Iterator:
+    def process_one(self, raw: RawDocument) -> Iterator[Document]:
         try:
             doc = extract_document(raw, self._html, self._paged)
         except ExtractError as e:
-            self.rejected.inc()
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject.of_error(raw.source, "extract", e.reason, str(e), raw.doc_id)
-            )
-            return
-        except Exception as e:  # a parser bug on one document must not fail the job
-            self.rejected.inc()
-            yield beam.pvalue.TaggedOutput(
-                REJECTS, Reject.of_error(raw.source, "extract", "extract_failed", e, raw.doc_id)
-            )
-            return
-        self.docs.inc()
+            raise Rejection(e.reason, str(e)) from None
+        self.stat("documents_extracted")
         yield doc
 
     def teardown(self) -> None:

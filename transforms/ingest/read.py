@@ -18,12 +18,9 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
 from schemas.records import RawDocument, Reject, stable_hash
-from transforms import progress
-from transforms.accounting import DocumentIn, FileMatched, FileSkipped, file_of
-from transforms.common import NAMESPACE, REJECTS
+from transforms.common import REJECTS
 from transforms.ingest.detect import JSONL_EXTENSIONS, extension
 from transforms.ingest.files import (
     ReadError,
@@ -33,6 +30,8 @@ from transforms.ingest.files import (
     read_up_to,
     special_file,
 )
+from transforms.stage_base import Counts, Rejection, Stage
+from transforms.stat_events import DocumentIn, FileMatched, FileSkipped, file_of
 
 
 def relative_source(path: str, root: str) -> str:
@@ -113,42 +112,41 @@ def lone_surrogate(value: object) -> int | None:
     return m.start() if m else None
 
 
-def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawDocument | Reject:
-    """One JSONL line: a record {"id", "text", "title"?, "url"?, "doc_type"?} or a reject."""
+def parse_jsonl_line(path: str, line_no: int, line: str, root: str = "") -> RawDocument:
+    """One JSONL line: a record {"id", "text", "title"?, "url"?, "doc_type"?}; a line that is
+    not one raises Rejection, naming the line (its source) and the reason."""
     source = f"{path}#L{line_no}"
     try:
         record = json.loads(line)
     except RecursionError:
-        return Reject(
-            source,
-            "read",
+        raise Rejection(
             "too_deep",
             f"line {line_no}: JSON nested deeper than Python's recursion limit "
             f"({sys.getrecursionlimit()})",
+            source,
             record_id(path, line_no, {}, root),
-        )
+        ) from None
     except ValueError as e:  # JSONDecodeError, and integers past Python's digit limit
-        return Reject(source, "read", "invalid_json", f"line {line_no}: {e}")
+        raise Rejection("invalid_json", f"line {line_no}: {e}", source) from None
     if not isinstance(record, dict):
-        return Reject(source, "read", "record_not_object", f"line {line_no}: {line[:200]}")
+        raise Rejection("record_not_object", f"line {line_no}: {line[:200]}", source)
     for field in RECORD_FIELDS:
         at = lone_surrogate(record.get(field))
         if at is not None:
             # JSON's "\ud800" escapes decode to text no UTF-8 writer (Beam's coders, Parquet)
             # can encode: one record rejected here, rather than a failed job downstream.
-            return Reject(
-                source,
-                "read",
+            raise Rejection(
                 "invalid_unicode",
                 f"line {line_no}: field {field!r} holds a lone surrogate "
                 f"(U+{ord(record[field][at]):04X}) at character {at}",
+                source,
                 record_id(path, line_no, {} if field == "id" else record, root),
             )
     text = record.get("text")
     doc_id = record_id(path, line_no, record, root)
     if not isinstance(text, str):
         reason = "missing_text" if text is None else "text_not_string"
-        return Reject(source, "read", reason, f"line {line_no}: no string 'text' field", doc_id)
+        raise Rejection(reason, f"line {line_no}: no string 'text' field", source, doc_id)
     hint = record.get("doc_type")
     return RawDocument(
         source=source,
@@ -179,7 +177,13 @@ class SymlinkPolicy:
         return any(real == root or real.startswith(root.rstrip("/") + "/") for root in self.roots)
 
 
-class _ReadFileFn(beam.DoFn):
+class _ReadFileFn(Stage):
+    """A matched file -> its RawDocument, or one per JSONL record; a file or line that cannot be
+    read is a reject."""
+
+    STAGE = "read"
+    FAILED = "unreadable"  # an unreadable file is one reject, never a failed job
+
     def __init__(self, max_file_bytes: int, root: str, patterns: Sequence[str] = ()) -> None:
         """`patterns`: the --input patterns, whose `SymlinkPolicy` the open applies (none:
         every symlink is followed)."""
@@ -187,23 +191,19 @@ class _ReadFileFn(beam.DoFn):
         self.root = root
         self.patterns = list(patterns)
         self._policy: SymlinkPolicy | None = None
-        self.files = progress.counter(NAMESPACE, "files_read")
-        self.records = progress.counter(NAMESPACE, "jsonl_records_read")
-        self.bytes_read = Metrics.counter(NAMESPACE, "bytes_read")
 
-    def _reject(self, path: str, reason: str, error: str) -> beam.pvalue.TaggedOutput:
-        return beam.pvalue.TaggedOutput(
-            REJECTS, Reject.of_error(path, "read", reason, error, document_id(path, self.root))
-        )
+    def identify(self, readable: fileio.ReadableFile) -> tuple[str, str | None]:
+        path = readable.metadata.path
+        return path, document_id(path, self.root)
 
     def _follow(self, path: str) -> bool:
         if self._policy is None:
             self._policy = SymlinkPolicy(self.patterns)
         return self._policy.allows(path)
 
-    def process(self, readable: fileio.ReadableFile) -> Iterator:
+    def process_one(self, readable: fileio.ReadableFile) -> Iterator:
         path = readable.metadata.path
-        self.files.inc()
+        self.stat("files_read")
         if extension(path) in JSONL_EXTENSIONS:
             yield from self._records(readable.metadata, path)
             return
@@ -218,18 +218,13 @@ class _ReadFileFn(beam.DoFn):
                 else:  # a compressed file stops decompressing one step past the limit
                     data = read_up_to(f, self.max_file_bytes + 1)
         except ReadError as e:
-            yield self._reject(path, e.reason, str(e))
-            return
-        except Exception as e:  # an unreadable file is one reject, never a failed job
-            yield self._reject(path, "unreadable", repr(e))
-            return
+            raise Rejection(e.reason, str(e)) from None
         if data is None or len(data) > self.max_file_bytes:
             what = "decompressed to" if compression != CompressionTypes.UNCOMPRESSED else "is"
-            yield self._reject(
-                path, "too_large", f"{what} over --max_file_bytes={self.max_file_bytes} bytes"
+            raise Rejection(
+                "too_large", f"{what} over --max_file_bytes={self.max_file_bytes} bytes"
             )
-            return
-        self.bytes_read.inc(len(data))
+        self.stat("bytes_read", len(data))
         yield RawDocument(source=path, doc_id=document_id(path, self.root), data=data)
 
     def _records(self, matched, path: str) -> Iterator:
@@ -245,54 +240,54 @@ class _ReadFileFn(beam.DoFn):
                 _,
                 _,
             ):
-                yield from self._lines(f, path)
+                seen: dict[str, int] = {}  # record id -> the line that first used it
+                lines = bounded_lines(f, self.max_file_bytes)
+                for line_no, (raw, size) in enumerate(lines, start=1):
+                    try:
+                        doc = self._record(path, line_no, raw, size, seen)
+                    except Rejection as r:
+                        yield self.reject(r.source or path, r.reason, r.error, r.doc_id)
+                        continue
+                    if doc is not None:
+                        yield doc
         except ReadError as e:
-            yield self._reject(path, e.reason, str(e))
-        except Exception as e:
-            yield self._reject(path, "unreadable", repr(e))
+            raise Rejection(e.reason, str(e)) from None
 
-    def _lines(self, f, path: str) -> Iterator:
-        seen: dict[str, int] = {}  # record id -> the line that first used it
-        for line_no, (raw, size) in enumerate(bounded_lines(f, self.max_file_bytes), start=1):
-            if raw is None:
-                yield beam.pvalue.TaggedOutput(
-                    REJECTS,
-                    Reject(
-                        f"{path}#L{line_no}",
-                        "read",
-                        "too_large",
-                        f"line {line_no}: a record of {size} bytes, over "
-                        f"--max_file_bytes={self.max_file_bytes}",
-                        record_id(path, line_no, {}, self.root),
-                    ),
-                )
-                continue
-            self.bytes_read.inc(size)
-            try:
-                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                yield beam.pvalue.TaggedOutput(
-                    REJECTS, Reject(f"{path}#L{line_no}", "read", "invalid_utf8", str(e))
-                )
-                continue
-            if not line.strip():
-                continue
-            self.records.inc()
-            try:
-                out = parse_jsonl_line(path, line_no, line, self.root)
-            except Exception as e:  # one bad record is one reject, never the whole file
-                out = Reject.of_error(f"{path}#L{line_no}", "read", "invalid_record", e)
-            if isinstance(out, RawDocument):
-                first = seen.setdefault(out.doc_id, line_no)
-                if first != line_no:
-                    out = Reject(
-                        out.source,
-                        "read",
-                        "duplicate_id",
-                        f"line {line_no}: the record id of line {first} again; the first one "
-                        "is kept",
-                    )
-            yield beam.pvalue.TaggedOutput(REJECTS, out) if isinstance(out, Reject) else out
+    def _record(
+        self, path: str, line_no: int, raw: bytes | None, size: int, seen: dict[str, int]
+    ) -> RawDocument | None:
+        """One line's record (None for a blank line); Rejection when it is not one."""
+        source = f"{path}#L{line_no}"
+        if raw is None:
+            raise Rejection(
+                "too_large",
+                f"line {line_no}: a record of {size} bytes, over "
+                f"--max_file_bytes={self.max_file_bytes}",
+                source,
+                record_id(path, line_no, {}, self.root),
+            )
+        self.stat("bytes_read", size)
+        try:
+            line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise Rejection("invalid_utf8", str(e), source) from None
+        if not line.strip():
+            return None
+        self.stat("jsonl_records_read")
+        try:
+            doc = parse_jsonl_line(path, line_no, line, self.root)
+        except Rejection:
+            raise
+        except Exception as e:  # one bad record is one reject, never the whole file
+            raise Rejection("invalid_record", repr(e), source) from None
+        first = seen.setdefault(doc.doc_id, line_no)
+        if first != line_no:
+            raise Rejection(
+                "duplicate_id",
+                f"line {line_no}: the record id of line {first} again; the first one is kept",
+                doc.source,
+            )
+        return doc
 
 
 def bounded_lines(f, limit: int, chunk_bytes: int = 1 << 20) -> Iterator[tuple[bytes | None, int]]:
@@ -415,7 +410,7 @@ def _first(items: Iterable):
     return next(iter(items))
 
 
-class _SkipFn(beam.DoFn):
+class _SkipFn(Counts, beam.DoFn):
     """Drops what the job must not read: files of its own output folders; hidden files (a name
     starting with "." below a pattern's literal folder) that a wildcard matched, unless that
     pattern spells a hidden name or another pattern names the file; and, on a local disk, what
@@ -430,9 +425,6 @@ class _SkipFn(beam.DoFn):
         self.exclude = tuple(e.rstrip("/") + "/" for e in exclude)
         # the locks runs take beside these folders (pipelines/output_lock.py): no corpus files
         self.locks = {lock_beside(e) for e in exclude}
-        self.hidden = Metrics.counter(NAMESPACE, "hidden_files_skipped")
-        self.excluded = Metrics.counter(NAMESPACE, "output_files_skipped")
-        self.special = Metrics.counter(NAMESPACE, "special_files_skipped")
 
     def setup(self) -> None:
         from apache_beam.io.filesystem import FileSystem
@@ -457,7 +449,7 @@ class _SkipFn(beam.DoFn):
             if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
                 # this run's own lock on its output: no file of the corpus, and no skip
                 return
-            self.excluded.inc()
+            self.stat("output_files_skipped")
             yield beam.pvalue.TaggedOutput(SKIPPED, "output_folder")
             return
         if path not in self.literals:
@@ -467,7 +459,9 @@ class _SkipFn(beam.DoFn):
                 and not any(spells for spells, _ in matched)
                 and hidden_below(path, [folder for _, folder in matched])
             ):
-                self.hidden.inc()  # .git/, .venv/, .DS_Store: name them in a pattern to read them
+                self.stat(
+                    "hidden_files_skipped"
+                )  # .git/, .venv/, .DS_Store: name them in a pattern to read them
                 yield beam.pvalue.TaggedOutput(SKIPPED, "hidden")
                 return
         if metadata is not None and is_local(path):
@@ -475,7 +469,7 @@ class _SkipFn(beam.DoFn):
                 "outside_input_root" if self._outside_roots(path) else None
             )
             if why is not None:
-                self.special.inc()
+                self.stat("special_files_skipped")
                 yield beam.pvalue.TaggedOutput(SKIPPED, why)
                 return
         yield element
@@ -508,20 +502,47 @@ def _record_order(doc: RawDocument) -> tuple[str, int]:
     return path, int(line) if line.isdigit() else 0
 
 
-def _keep_first(item: tuple[str, Iterable[RawDocument]]) -> Iterator:
-    _, docs = item
-    first, *others = sorted(docs, key=_record_order)
-    yield first
-    for doc in others:
-        yield beam.pvalue.TaggedOutput(
-            REJECTS,
-            Reject(
+class _KeepFirstFn(Stage):
+    """(record id, its records) -> the first by file and line; the others are rejects."""
+
+    STAGE = "read"
+    FAILED = "invalid_record"
+
+    def identify(self, item: tuple[str, Iterable[RawDocument]]) -> tuple[str, str | None]:
+        return next(iter(item[1])).source, item[0]
+
+    def process_one(self, item: tuple[str, Iterable[RawDocument]]) -> Iterator:
+        _, docs = item
+        first, *others = sorted(docs, key=_record_order)
+        yield first
+        for doc in others:
+            yield self.reject(
                 doc.source,
-                "read",
                 "duplicate_id",
                 f"the record id of {first.source} again; the first one is kept",
                 doc.doc_id,
-            ),
+            )
+
+
+class _RejectBadNameFn(Stage):
+    """(a file name that is not UTF-8, written with escapes, None) -> its reject."""
+
+    STAGE = "read"
+    FAILED = "invalid_file_name"
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def identify(self, element: tuple) -> tuple[str, str | None]:
+        return element[0], document_id(element[0], self.root)
+
+    def process_one(self, element: tuple) -> Iterator:
+        source, doc_id = self.identify(element)
+        yield self.reject(
+            source,
+            "invalid_file_name",
+            "the file name is not valid UTF-8; rename the file to read it",
+            doc_id,
         )
 
 
@@ -546,7 +567,7 @@ class UniqueRecordIds(beam.PTransform):
             records
             | "Key by id" >> beam.Map(lambda d: (d.doc_id, d))
             | "Group by id" >> beam.GroupByKey()
-            | "First of an id" >> beam.FlatMap(_keep_first).with_outputs(REJECTS, main="kept")
+            | "First of an id" >> beam.ParDo(_KeepFirstFn()).with_outputs(REJECTS, main="kept")
         )
         documents = (files, checked.kept) | "Unique documents" >> beam.Flatten()
         return UniqueResult(documents, checked[REJECTS])
@@ -627,15 +648,11 @@ class ReadDocuments(beam.PTransform):
                 REJECTS, main="documents"
             )
         )
-        bad_names = keep(names[BAD_NAMES], "bad names") | "Reject bad names" >> beam.Map(
-            lambda element, root=self.root: Reject(
-                element[0],
-                "read",
-                "invalid_file_name",
-                "the file name is not valid UTF-8; rename the file to read it",
-                document_id(element[0], root),
-            )
-        )
+        bad_names = (
+            keep(names[BAD_NAMES], "bad names")
+            | "Reject bad names"
+            >> beam.ParDo(_RejectBadNameFn(self.root)).with_outputs(REJECTS, main="none")
+        )[REJECTS]
         rejects = (bad_names, read[REJECTS]) | "Read rejects" >> beam.Flatten()
         skipped = skipped | "Skipped files" >> beam.Flatten()
         input_event = _sampled_input_event if sampling else _input_event

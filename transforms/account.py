@@ -1,0 +1,154 @@
+"""The accounting step of the job: every stat event, chunk and reject folded into the cost
+report (cost_report.json and .md, written after the data), then run_manifest.json, last."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from runs.manifest import file_inventory, write_atomically
+from transforms.cost_combine import CostReportFn
+from transforms.cost_report import REPORT_JSON, REPORT_MARKDOWN, CostReport, Pricing, build_report
+from transforms.stat_events import chunk_events, reject_event
+
+
+def write_text(path: str, text: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+class _WriteReport(beam.DoFn):
+    def __init__(
+        self, output: str, pricing: Pricing, mode: str, previous_output: str | None = None
+    ) -> None:
+        self.output = output
+        self.pricing = pricing
+        self.mode = mode
+        self.previous_output = previous_output
+
+    def process(self, acc: dict[str, Any], written_files: list[str]) -> Iterator[CostReport]:
+        report = dataclasses.replace(
+            build_report(acc, self.pricing, self.mode),
+            previous_output=self.previous_output,
+            files_written=len(written_files),
+        )
+        write_text(FileSystems.join(self.output, REPORT_JSON), report.to_json())
+        write_text(FileSystems.join(self.output, REPORT_MARKDOWN), report.markdown())
+        yield report
+
+
+class _WriteManifest(beam.DoFn):
+    def __init__(self, output: str, manifest: dict[str, Any]) -> None:
+        self.output = output
+        self.manifest = manifest
+
+    def process(self, report: CostReport, written_files: list[str]) -> Iterator[str]:
+        manifest = dict(self.manifest)
+        # Every file of the run with its size and hash: a later run reuses exactly these, and
+        # checks them first (transforms/incremental.py).
+        reports = [FileSystems.join(self.output, n) for n in (REPORT_JSON, REPORT_MARKDOWN)]
+        manifest["files"] = file_inventory(self.output, [*written_files, *reports])
+        manifest["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat()
+        manifest["counts"] = {
+            k: getattr(report, k)
+            for k in (
+                "documents_in",
+                "documents_chunked",
+                "documents_rejected",
+                "documents_unchanged",
+                "chunks",
+                "chunks_rejected",
+                "embedded_tokens",
+                "cost_usd",
+            )
+        }
+        path = FileSystems.join(self.output, "run_manifest.json")
+        write_atomically(path, json.dumps(manifest, indent=2, sort_keys=True))
+        yield path
+
+
+def run_manifest(
+    run_id: str,
+    settings: dict[str, Any],
+    inputs: Sequence[str],
+    output: str,
+    estimate: bool,
+    previous_output: str | None,
+    earlier_runs: Sequence[str] = (),
+    previous_run_id: str | None = None,
+) -> dict[str, Any]:
+    """What run_manifest.json says of the run before it ends (the counts are added last).
+
+    `run_id` names this run (a vector store records the run it holds, so that `load` can tell
+    whether changes/ applies to it); `previous_run_id` is the run_id of --previous_output.
+    """
+    return {
+        "run_id": run_id,
+        "previous_run_id": previous_run_id,
+        "config": settings,
+        "config_fingerprint": settings["config_fingerprint"],
+        "inputs": list(inputs),
+        "earlier_runs_not_read": list(earlier_runs),  # run folders the inputs matched
+        "output": output,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "mode": "estimate" if estimate else "run",
+        "previous_output": previous_output,
+    }
+
+
+class AccountInputs(NamedTuple):
+    events: beam.PCollection  # the stages' stat events
+    chunks: beam.PCollection  # Chunk: every chunk the run writes (parents included)
+    rejects: beam.PCollection  # Reject: every reject of the run
+    written: beam.PCollection  # str: the data files written
+
+
+class Account(beam.PTransform):
+    """AccountInputs -> cost_report.{json,md} after the data files, then run_manifest.json.
+
+    Each written chunk and each reject is one event; the chunks' events are folded where the
+    chunks are made (the combine is lifted into that stage), so only their totals join the
+    other events.
+    """
+
+    def __init__(
+        self,
+        output: str,
+        pricing: Pricing,
+        manifest: dict[str, Any],
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.output = output
+        self.pricing = pricing
+        self.manifest = manifest
+        self.max_seq_length = max_seq_length
+
+    def expand(self, inputs: AccountInputs) -> beam.PCollection:
+        chunk_totals = (
+            inputs.chunks
+            | "Chunk events"
+            >> beam.FlatMap(chunk_events, self.max_seq_length, self.pricing.sample_fraction < 1.0)
+            | "Chunk totals" >> beam.CombineGlobally(CostReportFn())
+        )
+        events = (
+            inputs.events,
+            chunk_totals,
+            inputs.rejects | "Reject events" >> beam.Map(reject_event),
+        ) | "All events" >> beam.Flatten()
+        totals = events | "Total stats" >> beam.CombineGlobally(CostReportFn())
+        written_list = beam.pvalue.AsList(inputs.written)
+        mode = self.manifest["mode"]
+        report = totals | "Write cost report" >> beam.ParDo(
+            _WriteReport(self.output, self.pricing, mode, self.manifest.get("previous_output")),
+            written_list,
+        )
+        return report | "Write manifest" >> beam.ParDo(
+            _WriteManifest(self.output, self.manifest), written_list
+        )
