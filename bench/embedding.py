@@ -54,7 +54,7 @@ def _log(message: str) -> None:
 def _raw_documents() -> Iterator:
     """Samples corpus first, then stdlib modules and pydoc topics, alternating (code and prose)."""
     from schemas.records import RawDocument
-    from transforms.ingest.read import document_id, parse_jsonl_line
+    from transforms.ingest.jsonl import document_id, parse_jsonl_line
     from transforms.stage_base import Rejection
 
     samples = sorted(glob.glob(os.path.join(REPO, "samples", "**", "*"), recursive=True))

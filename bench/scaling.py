@@ -56,7 +56,7 @@ from transforms.budget import ChunkBudget
 from transforms.chunking.routing import DocumentChunker
 from transforms.ingest.extract import ExtractError, extract_document
 from transforms.ingest.html import html_to_markdown
-from transforms.ingest.read import document_id, parse_jsonl_line
+from transforms.ingest.jsonl import document_id, parse_jsonl_line
 from transforms.stage_base import Rejection
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

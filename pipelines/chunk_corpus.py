@@ -45,7 +45,8 @@ from transforms.incremental import (
     stand_in_previous_run,
 )
 from transforms.ingest.extract import ExtractText
-from transforms.ingest.read import ReadDocuments, check_patterns, has_wildcard
+from transforms.ingest.matching import check_patterns, has_wildcard
+from transforms.ingest.read import ReadDocuments
 from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
 
 UNSUPPORTED_RUNNERS = {

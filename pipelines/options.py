@@ -29,7 +29,8 @@ from transforms.fingerprint import (
     FINGERPRINT_KEYS,
     config_fingerprint,
 )
-from transforms.ingest.read import ReadConfig, has_wildcard, literal_folder
+from transforms.ingest.matching import has_wildcard, literal_folder
+from transforms.ingest.read import ReadConfig
 from transforms.token_budget import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_OVERLAP, TokenBudget
 
 

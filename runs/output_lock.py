@@ -23,7 +23,7 @@ import socket
 from types import TracebackType
 
 from runs.staging import resolved
-from transforms.ingest.read import lock_beside
+from transforms.ingest.matching import lock_beside
 
 MAX_TRIES = 10  # a lock file removed under a taker this many times in a row: give up
 

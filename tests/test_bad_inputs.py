@@ -36,7 +36,8 @@ from transforms.ingest.extract import (
     first_heading,
 )
 from transforms.ingest.html import HtmlTooDeep, html_to_markdown
-from transforms.ingest.read import _ReadFileFn, check_patterns
+from transforms.ingest.matching import check_patterns
+from transforms.ingest.read import _ReadFileFn
 from transforms.token_budget import TokenBudget
 
 # --- Typo'd flags ---------------------------------------------------------------------------

@@ -12,15 +12,8 @@ from schemas.records import RawDocument, Reject
 from transforms.ingest.detect import detect, is_binary, sniff
 from transforms.ingest.extract import ExtractError, decode, extract_document, title_line
 from transforms.ingest.html import html_to_markdown
-from transforms.ingest.read import (
-    bounded_lines,
-    check_patterns,
-    hidden_below,
-    in_sample,
-    names_hidden,
-    parse_jsonl_line,
-    record_id,
-)
+from transforms.ingest.jsonl import bounded_lines, parse_jsonl_line, record_id
+from transforms.ingest.matching import check_patterns, hidden_below, in_sample, names_hidden
 from transforms.stage_base import Rejection
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import pipelines.chunk_corpus as job
-import transforms.ingest.read as read_module
+import transforms.ingest.matching as read_module
 from pipelines.chunk_corpus import NothingChunkedError, prepare_output
 from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, fake_run, write_bad_corpus
 from tests.jobs import run
@@ -150,7 +150,7 @@ def test_files_that_change_or_vanish_between_matching_and_reading(tmp_path, monk
     (corpus / "changes.txt").write_text(PROSE)
     (corpus / "vanishes.txt").write_text(PROSE)
     (corpus / "vanishes.jsonl").write_text('{"id": 1, "text": "a record"}\n')
-    original = read_module._MatchFn.process
+    original = read_module.MatchFn.process
 
     def match_then_change(self, pattern):
         # The read stage's own match: whatever else lists the inputs (the up-front check, the
@@ -161,7 +161,7 @@ def test_files_that_change_or_vanish_between_matching_and_reading(tmp_path, monk
             (corpus / name).unlink(missing_ok=True)
         yield from found
 
-    monkeypatch.setattr(read_module._MatchFn, "process", match_then_change)
+    monkeypatch.setattr(read_module.MatchFn, "process", match_then_change)
     out = str(tmp_path / "out")
     run(["--input", str(corpus), "--output", out, "--embedding_model=none"])
     documents, rejects = _outcomes(out, str(corpus))

@@ -12,13 +12,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.records import RawDocument
 from transforms.ingest.extract import ExtractError, ExtractText, extract_document
-from transforms.ingest.read import (
-    ReadConfig,
-    ReadDocuments,
-    document_id,
-    input_root,
-    record_id,
-)
+from transforms.ingest.jsonl import document_id, record_id
+from transforms.ingest.matching import input_root
+from transforms.ingest.read import ReadConfig, ReadDocuments
 
 pytestmark = pytest.mark.slow
 
