@@ -48,3 +48,11 @@ def test_lost_counts_the_least_content_of_headings_of_one_text():
     )
     text = "## Blanket Implementations\n\n### impl Any for T\n\nGets the TypeId."
     assert _kinds(html, text) == []
+
+
+def test_a_block_start_escape_is_syntax():
+    # texi2html's items that start with "- " come out as "- \- text" (else a nested list):
+    # trafilatura's _escape_block_start, Markdown syntax, not an escape of the page's text
+    html = _page("<ul><li>- Strings which are not entire sentences.</li></ul>")
+    assert _kinds(html, "- \\- Strings which are not entire sentences.") == []
+    assert _kinds(html, "- Strings \\- which are not entire sentences.") == ["escape"]

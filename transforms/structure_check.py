@@ -33,6 +33,8 @@ _NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
 # trafilatura's escapes (xml.py: _escape_inline_specials, _escape_block_start); `\|` in a table
 # row is GFM syntax, not an escape of text
 _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
+# a line's indentation and list or block quote markers: what precedes its content
+_CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _GLUED_FENCE = re.compile(r"\S[ \t]*```")
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
@@ -225,12 +227,17 @@ def check_page(
         if at <= 0:
             continue
         before = prose_text[prose_text.rfind("\n", 0, at) + 1 : at]
-        if before.strip(" \t-*+>|#0123456789.)`") and not before.rstrip().endswith(("|", ":")):
+        # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
+        if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
             out.append(Violation("list", f"<{item.tag}> glued: {before[-30:]}{start}"[:100]))
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
-        for m in _ESCAPE.finditer(_CODE_SPAN.sub("", line)):
+        line = _CODE_SPAN.sub("", line)
+        content = _CONTAINER_MARKERS.match(line).end()
+        for m in _ESCAPE.finditer(line):
+            if m.start() == content and m.group(1) in "#>-+":
+                continue  # trafilatura's block-start escape (`- \- text`): syntax, not text
             if m.group(0) not in page_text:
                 out.append(Violation("escape", f"line {i + 1}: {line.strip()[:80]}"))
                 break
