@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Any
 
-from eval.fetch import download, select
+from eval.fetch import download
 
 LOCK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo.json")
 
@@ -34,13 +34,26 @@ def spread(files: list[str], take: int) -> list[str]:
     return [files[int(i * step)] for i in range(take)]
 
 
+def matching(unpacked: str, patterns: list[str], exclude: list[str] = ()) -> list[str]:
+    """Files under `unpacked` (relative paths, sorted) that a pattern matches and no exclude
+    does, as zoo.json says: fnmatch on the relative path, where `*` crosses folders (so
+    `html/*.html` reaches `html/user-guide/index.html`). Not eval.fetch.select: its shell globs
+    keep `*` within one folder, which left mkdocs 2 pages of 22, and Flask's and Sphinx's
+    sub-folders out."""
+    found = []
+    for folder, _, files in os.walk(unpacked):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), unpacked)
+            if any(fnmatch.fnmatchcase(rel, p) for p in patterns) and not any(
+                fnmatch.fnmatchcase(rel, p) for p in exclude
+            ):
+                found.append(rel)
+    return sorted(found)
+
+
 def chosen_files(unpacked: str, entry: dict[str, Any]) -> list[str]:
     """The files of one generator: its globs, less its excludes, spread to `take`."""
-    files = [
-        rel
-        for rel in select(unpacked, entry["files"])
-        if not any(fnmatch.fnmatchcase(rel, p) for p in entry.get("exclude", ()))
-    ]
+    files = matching(unpacked, entry["files"], entry.get("exclude", []))
     return spread(files, int(entry.get("take", 0)))
 
 

@@ -54,11 +54,11 @@ def test_prose_is_text_and_code_keeps_its_backslashes():
     assert "(like `<username>` above)" in text
 
 
-def test_a_heading_keeps_the_escape_its_section_path_needs():
+def test_a_heading_holds_its_placeholder_unescaped():
     text = _text("git239-web--browse.html.gz")
-    # git's <tool> placeholder: unescaped, CommonMark reads an HTML tag and the path would be
-    # "browser..path"; in prose it goes
-    assert "### browser.\\<tool>.path" in text
+    # git's <tool> placeholder: CommonMark reads an HTML tag there, but the chunker reads a tag
+    # that names no HTML element as text (before: "### browser.\\<tool>.path" in the text)
+    assert "### browser.<tool>.path" in text
     assert ("CONFIGURATION VARIABLES", "browser.<tool>.path") in {
         s.path for s in markdown_sections(text)
     }
@@ -102,8 +102,18 @@ def test_without_escapes_in_a_heading_keeps_its_plain_text():
     heading = without_escapes("## object.\\_\\_gt\\_\\_ and \\[x\\]")
     assert heading == "## object.\\_\\_gt\\_\\_ and [x]"
     assert [s.path for s in markdown_sections(heading)] == [("object.__gt__ and [x]",)]
+    # a "tag" that names no HTML element (lower case), an "autolink" that is no link: text
     assert without_escapes("### impl\\<T> From\\<T> for Box\\<dyn Any + 'a>") == (
-        "### impl\\<T> From\\<T> for Box<dyn Any + 'a>"
+        "### impl<T> From<T> for Box<dyn Any + 'a>"
+    )
+    heading = "#### fn chain\\<U>(self) -> Option\\<Self::Item>"
+    assert without_escapes(heading) == "#### fn chain<U>(self) -> Option<Self::Item>"
+    assert [s.path for s in markdown_sections(without_escapes(heading))] == [
+        ("fn chain<U>(self) -> Option<Self::Item>",)
+    ]
+    # an HTML element's tag and a link stay escaped: unescaped, they would leave the path
+    assert (
+        without_escapes("## a \\<div> b \\<https://x.org/>") == "## a \\<div> b \\<https://x.org/>"
     )
     (section,) = markdown_sections(without_escapes("## a\\_b\\_c\n\ntext\n"))
     assert section.path == ("a_b_c",)

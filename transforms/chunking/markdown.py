@@ -79,14 +79,36 @@ def front_matter_end(text: str) -> int:
     return closing.end() if closing else 0
 
 
+def _is_html_tag(markup: str) -> bool:
+    """Whether inline HTML `markup` (``<a href=...>``, ``</sup>``, ``<T>``) is a tag of an HTML
+    element, written in lower case: Rust's ``<U>``, ``<P as Deref>`` and ``<B>`` are type
+    parameters, not underline, paragraph and bold."""
+    from lxml.html.defs import tags  # every element name of HTML 4 and 5
+
+    name = re.match(r"</?([A-Za-z][A-Za-z0-9-]*)", markup)
+    return name is None or name.group(1) in tags
+
+
+def _is_link(target: str) -> bool:
+    """Whether an autolink's target is a link (``https://...``, ``mailto:``, an address) and
+    not text in angle brackets that CommonMark reads as one (Rust's ``<Self::Item>``)."""
+    return "://" in target or target.startswith("mailto:")
+
+
 def _heading_text(source: str, env: dict) -> str:
-    """A heading as plain text: link targets and emphasis markers are not part of a path."""
+    """A heading as plain text: link targets, emphasis markers and HTML tags are not part of a
+    path; a "tag" that names no HTML element, or an "autolink" that is no link, is text in
+    angle brackets (Rust's ``downcast<T>`` and ``Option<Self::Item>``, git's
+    ``browser.<tool>.path``), and stays."""
     md = _parser()
     parts = []
     for child in md.inline.parse(source, md, env, []):
         # text_special: a backslash escape (`\_\_gt\_\_` is `__gt__`), which people search for
-        if child.type in ("text", "code_inline", "text_special"):
+        text = child.type in ("text", "code_inline", "text_special")
+        if text or (child.type == "html_inline" and not _is_html_tag(child.content)):
             parts.append(child.content)
+        elif child.markup == "autolink" and not _is_link(child.attrs.get("href", "")):
+            parts.append("<" if child.type == "link_open" else ">")  # `Option<Self::Item>`
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     plain = " ".join("".join(parts).split())

@@ -43,6 +43,7 @@ backslash escapes trafilatura added to it (`without_escapes`: ``<name>``, not ``
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -97,7 +98,10 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
     _drop_navigation_lines(tree)
+    _drop_widgets(tree)
+    _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
+    _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
     _preformatted_as_code(tree)
     if _wrap_body_in_main(tree):
@@ -113,6 +117,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         # reader comments are not document text (and, off, trafilatura prunes comment
         # containers before every stage); identical output on the sample pages
         include_comments=False,
+        config=_trafilatura_config(),
     )
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
@@ -125,6 +130,23 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
     )
+
+
+# trafilatura dumps the whole page's text (baseline()) when what it extracted is shorter than
+# MIN_EXTRACTED_SIZE, 250 characters by default, and the dump is longer: a short page, CMake's
+# `else` command (109 characters), came out as its navigation bar, sidebar and "Quick search"
+# around its one sentence (issue 25: 9 navigation violations on the zoo's Sphinx pages). Below
+# this many characters the dump is still the rescue: an extraction that found next to nothing.
+MIN_EXTRACTED_CHARS = 25
+
+
+@functools.lru_cache(maxsize=1)
+def _trafilatura_config():  # -> configparser.ConfigParser
+    from trafilatura.settings import use_config
+
+    config = use_config()  # trafilatura's settings.cfg, a fresh copy
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", str(MIN_EXTRACTED_CHARS))
+    return config
 
 
 # trafilatura 2.3 writes a definition list's term (`<dt>`: every API signature of Sphinx docs)
@@ -287,6 +309,77 @@ def _drop_navigation_lines(tree: HtmlElement) -> None:
             block.drop_tree()
 
 
+# rustdoc's page furniture: each item's "1.0.0 · source" link and the page's "[−]" toggle
+# (`span.rightside`, `span.out-of-band`), and the "Notable traits" tooltip written inside a
+# method's heading (`span.notable-traits`)
+_WIDGETS_XPATH = XPath(
+    "//span[contains(concat(' ', normalize-space(@class), ' '), ' rightside ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' out-of-band ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' notable-traits ')]"
+)
+
+
+# a link target with nothing to show (rustdoc's `<a class="anchor">` before each heading)
+_EMPTY_ANCHORS_XPATH = XPath("//a[not(*) and not(normalize-space())]")
+
+
+# a cross-reference to an API name: a link whose text is code, or in code
+_CODE_LINKS_XPATH = XPath(
+    "//a[ancestor::code or (count(*) = 1 and (code or tt) and not(normalize-space(text())))]"
+)
+
+
+def _drop_widgets(tree: HtmlElement) -> None:
+    """Remove rustdoc's links, toggles and tooltips that sit in or beside its headings.
+
+    In a method's `<summary>` they came out as headings of their own (``## source``,
+    ``## 1.5.0 · source``: 364 and 44 of the zoo's rustdoc pages' headings), and the tooltip
+    put "ⓘNotable traits for Vec<u8, A>" into the method's heading. An empty link (rustdoc's
+    ``<a class="anchor">`` beside each heading) goes too: to trafilatura's link-density test a
+    short block with a link and no link text is boilerplate, and it dropped every method whose
+    signature was short. The links of a heading go too, their text kept (the job keeps no
+    links): a signature's type names made rustdoc's `<h1>` (``Struct std::io::Bytes``, four
+    links) a link list to that test, and the page lost its title heading (a heading that is
+    all link, Django's banner ``<h1><a>Django 3.2.25 documentation</a></h1>``, keeps it, and
+    is pruned as before). So do links to code (an API name in prose,
+    ``<a><code>bytes</code></a>``): a short paragraph with two of them read as a link list,
+    and rustdoc's description of `std::io::Bytes` was lost.
+    """
+    for widget in _WIDGETS_XPATH(tree):
+        if widget.getparent() is not None:
+            widget.drop_tree()  # keeps its tail
+    for anchor in _EMPTY_ANCHORS_XPATH(tree):
+        anchor.drop_tree()
+    for heading in list(tree.iter(*_HEADING_TAGS)):
+        links = list(heading.iter("a"))
+        outside = heading.text_content()
+        for link in links:
+            outside = outside.replace(link.text_content(), "", 1)
+        if outside.strip():  # a heading that is one link is a site's banner: left to prune
+            for link in links:
+                link.drop_tag()
+    for link in _CODE_LINKS_XPATH(tree):
+        link.drop_tag()
+
+
+def _summaries_as_blocks(tree: HtmlElement) -> None:
+    """A ``<details>``' ``<summary>`` as a plain block, not a heading.
+
+    trafilatura turns every ``<summary>`` into a heading (htmlprocessing.convert_details), the
+    whole of it: rustdoc puts each method's ``<h4>`` and its source link in one, so the link
+    became the heading and the ``<h4>`` a heading under it, and its "Expand description"
+    toggle (``<summary class="hideme">``, a label for the collapsed text) headed every page's
+    description. A summary's own headings stay headings; the rest of it is a paragraph; a
+    ``hideme`` summary, only a toggle's label, goes.
+    """
+    for summary in list(tree.iter("summary")):
+        if "hideme" in (summary.get("class") or "").split():
+            summary.drop_tree()  # keeps its tail
+            continue
+        summary.tag = "div"
+
+
+_HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _INLINE_CODE = ("code", "tt", "kbd", "samp")
 
 
@@ -313,6 +406,27 @@ def _inline_code_on_one_line(tree: HtmlElement) -> None:
             if node.text and "\n" in node.text:
                 node.text = re.sub(r"\s+", " ", node.text)
             if node is not code and node.tail and "\n" in node.tail:
+                node.tail = re.sub(r"\s+", " ", node.tail)
+
+
+def _headings_on_one_line(tree: HtmlElement) -> None:
+    """Collapse the whitespace of each ``<h1>``-``<h6>`` to single spaces, as a browser shows it.
+
+    trafilatura writes a heading's text with its newlines: mkdocstrings' ``<h5><code>title:
+    str</code>``, a blank line, ``<span><small><code>class-attribute</code>`` became the heading
+    ``##### `title: str``` and, after a blank line, an indented code block of the label (408
+    headings of the zoo's mkdocs pages lost their second half so). A ``<br>`` in a heading is
+    a space: rustdoc breaks a signature before its ``where`` clause, and the clause became a
+    paragraph under a heading that ended in "where".
+    """
+    for heading in tree.iter(*_HEADING_TAGS):
+        for br in list(heading.iter("br")):
+            br.tail = " " + (br.tail or "")
+            br.drop_tag()  # its tail joins the text before it
+        for node in heading.iter():
+            if node.text and "\n" in node.text:
+                node.text = re.sub(r"\s+", " ", node.text)
+            if node is not heading and node.tail and "\n" in node.tail:
                 node.tail = re.sub(r"\s+", " ", node.tail)
 
 

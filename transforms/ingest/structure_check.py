@@ -33,6 +33,8 @@ _NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
 # trafilatura's escapes (xml.py: _escape_inline_specials, _escape_block_start); `\|` in a table
 # row is GFM syntax, not an escape of text
 _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
+# a line's indentation and list or block quote markers: what precedes its content
+_CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _GLUED_FENCE = re.compile(r"\S[ \t]*```")
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
@@ -99,34 +101,64 @@ def _markdown_tokens(text: str) -> list:
     return _parser().parse(text)
 
 
+# what the job drops from a heading (transforms/ingest/html.py): permalink anchors, and rustdoc's
+# "Notable traits" tooltip
+_NOT_HEADING_TEXT = frozenset({"headerlink", "notable-traits"})
+
+
+def _heading_of(h: HtmlElement) -> str:
+    """A heading's normalized text without its permalink anchors (``<a class="headerlink">``:
+    mkdocs' hold an icon font's glyph, U+F0C1, not "¶") and rustdoc's tooltips, which the job
+    drops."""
+    parts: list[str] = []
+
+    def walk(el: HtmlElement) -> None:
+        if el.tag == "br":
+            parts.append(" ")  # a line break, which the job writes as a space
+        elif isinstance(el.tag, str) and _NOT_HEADING_TEXT.intersection(
+            (el.get("class") or "").split()
+        ):
+            pass
+        else:
+            parts.append(el.text or "")
+            for child in el:
+                walk(child)
+                parts.append(child.tail or "")
+
+    walk(h)
+    return _norm("".join(parts))
+
+
 def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
     """Normalized texts of the page's headings, and those of its pre/code/table text."""
     headings = set()
     for h in tree.xpath("//h1|//h2|//h3|//h4|//h5|//h6|//*[@role='heading']"):
         if any(a.tag in _NOT_HEADING_PARENTS for a in h.iterancestors()):
             continue
-        headings.add(_norm(h.text_content()))
+        headings.add(_heading_of(h))
     return headings, set()
 
 
 def _heading_content(tree: HtmlElement) -> dict[str, int]:
-    """For each heading's normalized text, the characters of text up to the next heading."""
-    out: dict[str, int] = {}
-    current: str | None = None
+    """For each heading's normalized text, the characters of text up to the next heading; of
+    several headings of one text, the least (rustdoc's sidebar repeats "Blanket
+    Implementations" over a list of links, Django's pages hold two "Usage" sections: the
+    text's heading may be either)."""
+    sections: list[list] = []  # [text, characters]
     for node in tree.iter():
         if not isinstance(node.tag, str):
             continue
         if node.tag in _HEADING_TAGS:
-            current = _norm(node.text_content())
-            out.setdefault(current, 0)
-            if node.tail and current is not None:
-                out[current] += len(node.tail.strip())
+            sections.append([_heading_of(node), len((node.tail or "").strip())])
             continue
-        if current is None or any(a.tag in _HEADING_TAGS for a in node.iterancestors()):
+        if not sections or any(a.tag in _HEADING_TAGS for a in node.iterancestors()):
             continue
         if node.tag in ("script", "style"):
             continue
-        out[current] += len((node.text or "").strip()) + len((node.tail or "").strip())
+        sections[-1][1] += len((node.text or "").strip()) + len((node.tail or "").strip())
+    out: dict[str, int] = {}
+    for text, chars in sections:
+        out[text] = min(out.get(text, chars), chars)
     return out
 
 
@@ -165,9 +197,12 @@ def check_page(
             out.append(Violation("lost", heading[:80]))
 
     # fences
-    for i, line in enumerate(lines):
-        glued = "```" in line and _GLUED_FENCE.search(line) and not _FENCE.match(line)
-        if glued and not _CODE_SPAN.fullmatch(line.strip()):
+    prose = _prose_lines(text, tokens)
+    for i, line in prose:
+        # a run of backticks that a code span's closing run matches is no fence (Sphinx's
+        # "equivalent of ``` ``literal`` ```"), nor is one inside a code block
+        outside_spans = _CODE_SPAN.sub("", line)
+        if _GLUED_FENCE.search(outside_spans) and not _FENCE.match(line):
             out.append(Violation("fence", f"line {i + 1}: {line.strip()[:80]}"))
     fenced = [_squeeze(t.content) for t in tokens if t.type in ("fence", "code_block")]
     fenced_all = "\n".join(fenced)
@@ -180,7 +215,6 @@ def check_page(
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
 
     # list items, table rows and definition-list entries start a line of their own
-    prose = _prose_lines(text, tokens)
     prose_text = "\n".join(line for _, line in prose)
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
@@ -193,12 +227,17 @@ def check_page(
         if at <= 0:
             continue
         before = prose_text[prose_text.rfind("\n", 0, at) + 1 : at]
-        if before.strip(" \t-*+>|#0123456789.)`") and not before.rstrip().endswith(("|", ":")):
+        # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
+        if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
             out.append(Violation("list", f"<{item.tag}> glued: {before[-30:]}{start}"[:100]))
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
-        for m in _ESCAPE.finditer(_CODE_SPAN.sub("", line)):
+        line = _CODE_SPAN.sub("", line)
+        content = _CONTAINER_MARKERS.match(line).end()
+        for m in _ESCAPE.finditer(line):
+            if m.start() == content and m.group(1) in "#>-+":
+                continue  # trafilatura's block-start escape (`- \- text`): syntax, not text
             if m.group(0) not in page_text:
                 out.append(Violation("escape", f"line {i + 1}: {line.strip()[:80]}"))
                 break

@@ -20,8 +20,9 @@ would change the structure the chunker reads:
   markers) stays when the unescaped line would start another block than it does (``*
   item``, `````````, ``<pre>``...);
 * in a heading, an escape stays when dropping it changes the heading's plain text, which is
-  its section path (``\\_\\_gt\\_\\_`` would read as strong emphasis, ``\\<name>`` as an
-  HTML tag);
+  its section path (``\\_\\_gt\\_\\_`` would read as strong emphasis, ``\\<div>`` as an
+  HTML tag; ``<name>``, ``<T>`` and ``<Self::Item>``, which name no HTML element and no
+  link, the chunker reads as text: they lose their escapes);
 * the escapes trafilatura adds before a line's first ``#``, ``>``, ``-``, ``+`` or ``1.``
   (``_escape_block_start``) and ``\\|`` in a table row are Markdown syntax, not escapes of
   text: they are not touched.
@@ -301,13 +302,21 @@ _AUTOLINK = re.compile(r"<[^<>\s]*[:@][^<>\s]*>")
 
 
 def _tag_escapes(line: str, undone: list[int]) -> set[int]:
-    """The escapes of ``<`` in `undone` that start an HTML tag or an autolink as unescaped."""
+    """The escapes of ``<`` in `undone` that start, unescaped, a tag of an HTML element or an
+    autolink (a ``<T>`` that names no element is text in a heading's path, as the chunker
+    reads it: `transforms.chunking.markdown._heading_text`)."""
     from markdown_it.common.html_re import HTML_TAG_RE  # as markdown-it reads inline HTML
+
+    from transforms.chunking.markdown import _is_html_tag, _is_link
 
     out = set()
     for offset in undone:
         at = offset + len(line[offset:]) - len(line[offset:].lstrip("\\"))
-        if line[at] == "<" and (HTML_TAG_RE.match(line, at) or _AUTOLINK.match(line, at)):
+        if line[at] != "<":
+            continue
+        tag = HTML_TAG_RE.match(line, at)
+        link = _AUTOLINK.match(line, at)
+        if (tag and _is_html_tag(tag.group())) or (link and _is_link(link.group()[1:-1])):
             out.add(offset)
     return out
 
@@ -315,10 +324,11 @@ def _tag_escapes(line: str, undone: list[int]) -> set[int]:
 def _heading_line(line: str) -> str:
     """A heading without the escapes whose loss leaves its plain text (its section path) as is.
 
-    An unescaped ``\\<T>`` would be an HTML tag, ``\\_\\_gt\\_\\_`` strong emphasis: both
-    drop out of the heading's text. Tried first: all escapes go but those of a ``<`` that
-    starts a tag. When that changes the text, the escapes go by character (every ``_``, then
-    every ``*``...), each kind only if the text stays the same without it.
+    An unescaped ``\\<div>`` would be an HTML tag, ``\\_\\_gt\\_\\_`` strong emphasis: both
+    drop out of the heading's text (``<T>``, no HTML element, stays in it). Tried first: all
+    escapes go but those of a ``<`` that starts an HTML element's tag or a link. When
+    that changes the text, the escapes go by character (every ``_``, then every ``*``...),
+    each kind only if the text stays the same without it.
     """
     from transforms.chunking.markdown import _heading_text  # as the chunker reads a heading
 

@@ -1,0 +1,83 @@
+"""Repairs of trafilatura's output with the DOM, each on a real page of the generator zoo
+(docs/structure.md; the pages: tests/data/README.md), and the structural invariant on them."""
+
+import gzip
+import os
+
+import trafilatura
+
+from transforms.chunking.markdown import headings, markdown_sections
+from transforms.ingest.html import html_to_markdown
+from transforms.ingest.structure_check import check_page
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _html(name: str) -> bytes:
+    with gzip.open(os.path.join(DATA, name)) as f:
+        return f.read()
+
+
+def _violations(name: str) -> list:
+    html = _html(name)
+    extraction = html_to_markdown(html)
+    return check_page(trafilatura.load_html(html), extraction.text, extraction.title)
+
+
+def test_rustdoc_items_are_headed_by_their_signatures():
+    text = html_to_markdown(_html("rust163-std-io-bytes.html.gz")).text
+    found = [h for _, _, h in headings(text)]
+    # Before: "## source" (and "## 1.28.0 · source") over every method, "## Expand description"
+    # over an empty section, no title heading, short methods dropped as link lists
+    assert found[:4] == [
+        "Struct std::io::Bytes",
+        "Trait Implementations",
+        "impl<R: Debug> Debug for Bytes<R>",
+        "fn fmt(&self, f: &mut Formatter<'_>) -> Result",
+    ]
+    assert not [h for h in found if "source" in h or h == "Expand description"]
+    assert "fn next(&mut self) -> Option<Result<u8>>" in found
+    assert "fn step_by(self, step: usize) -> StepBy<Self>" in found  # no "ⓘNotable traits"
+    # the description, which a short paragraph with two links to code had lost
+    assert "An iterator over `u8` values of a reader.\n" in text
+    assert "calling `bytes` on a reader." in text
+
+
+def test_a_heading_holds_text_not_escapes():
+    text = html_to_markdown(_html("rust163-std-io-bytes.html.gz")).text
+    # Before: "#### fn last(self) -> Option\<Self::Item>": `<Self::Item>` unescaped read as an
+    # autolink, `<T>` as an HTML tag, and both dropped out of the section path
+    assert "#### fn last(self) -> Option<Self::Item>" in text.split("\n")
+    assert "\\<" not in text
+    paths = {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert "fn last(self) -> Option<Self::Item>" in paths
+    # a `where` clause after a <br> in the <h4>: before, a paragraph under "... where"
+    chain = "fn chain<U>(self, other: U) -> Chain<Self, <U as IntoIterator>::IntoIter>"
+    assert f"{chain} where U: IntoIterator<Item = Self::Item>," in paths
+    assert _violations("rust163-std-io-bytes.html.gz") == []
+
+
+def test_a_heading_stays_on_one_line():
+    text = html_to_markdown(_html("mkdocs142-dev-guide-themes.html.gz")).text
+    # Before: "##### `title: str`", then after a blank line "      `class-attribute`", an
+    # indented code block
+    assert "##### `title: str`  `class-attribute`" in text.split("\n")
+    assert "      `class-attribute`" not in text
+
+
+def test_a_short_page_is_its_text_not_the_whole_page():
+    text = html_to_markdown(_html("cmake325-command-else.html.gz")).text
+    # Before: trafilatura's dump of the whole page ("Navigation index next | previous | CMake
+    # » 3.25.1 Documentation » ...", "Previous topic", "Quick search"), its 109 characters
+    # being under its 250-character threshold
+    assert text == (
+        "# else\n\nStarts the else portion of an if block.\n\n```\nelse([<condition>])\n```\n"
+        "See the `if()` command."
+    )
+    assert _violations("cmake325-command-else.html.gz") == []
+
+
+def test_mkdocs_headings_are_the_pages_headings():
+    # every heading of the page was a "heading" violation: the checker read the permalink's
+    # icon glyph into the page's headings; the job had split mkdocstrings' <h5>s
+    assert [v.kind for v in _violations("mkdocs142-dev-guide-themes.html.gz")].count("heading") == 0

@@ -1,0 +1,58 @@
+"""The structural invariant's own reading of a page (transforms/ingest/structure_check.py): where the
+checker was wrong, not the job (issue 25, docs/structure.md)."""
+
+import trafilatura
+
+from transforms.ingest.structure_check import check_page
+
+
+def _kinds(html: str, text: str, title: str | None = None) -> list[str]:
+    return [v.kind for v in check_page(trafilatura.load_html(html), text, title)]
+
+
+def _page(body: str) -> str:
+    return f"<html><head><title>T</title></head><body><div>{body}</div></body></html>"
+
+
+def test_a_heading_without_its_permalink_glyph():
+    # mkdocs' permalinks hold an icon font's glyph (U+F0C1), which the job drops with the
+    # anchor: every heading of mkdocs' pages was a violation
+    html = _page(
+        "<h1 id='a'>Developing Themes<a class='headerlink' href='#a'>\uf0c1</a></h1>"
+        "<p>Text of the page.</p>"
+    )
+    assert _kinds(html, "# Developing Themes\n\nText of the page.") == []
+    assert _kinds(html, "# Developing\n\nText of the page.") == ["heading"]
+
+
+def test_a_line_break_in_a_heading_is_a_space():
+    # rustdoc: "fn try_collect<B>(<br>&nbsp;&nbsp;&amp;mut self<br>) -> ..."
+    html = _page("<h4>fn f(<br>\u00a0\u00a0&amp;mut self<br>) -&gt; T</h4><p>Text of it.</p>")
+    assert _kinds(html, "#### fn f( &mut self ) -> T\n\nText of it.") == []
+
+
+def test_a_code_span_of_three_backticks_is_no_fence():
+    html = _page("<p>x</p>")
+    assert _kinds(html, "- literal, the equivalent of ``` ``literal`` ```") == []
+    assert _kinds(html, "Example usage: ```\ncode\n```") == ["fence"]
+
+
+def test_lost_counts_the_least_content_of_headings_of_one_text():
+    # rustdoc's sidebar repeats "Blanket Implementations" over a list of links; the page's
+    # own heading of that text is followed at once by its first item's heading
+    html = _page(
+        "<nav><h3>Blanket Implementations</h3><ul><li><a href='#a'>Any</a></li>"
+        "<li><a href='#b'>Borrow&lt;T&gt;, BorrowMut&lt;T&gt;, From&lt;T&gt;</a></li>"
+        "<li><a href='#c'>Into&lt;U&gt;, TryFrom&lt;U&gt;</a></li></ul></nav>"
+        "<h2>Blanket Implementations</h2><h3>impl Any for T</h3><p>Gets the TypeId.</p>"
+    )
+    text = "## Blanket Implementations\n\n### impl Any for T\n\nGets the TypeId."
+    assert _kinds(html, text) == []
+
+
+def test_a_block_start_escape_is_syntax():
+    # texi2html's items that start with "- " come out as "- \- text" (else a nested list):
+    # trafilatura's _escape_block_start, Markdown syntax, not an escape of the page's text
+    html = _page("<ul><li>- Strings which are not entire sentences.</li></ul>")
+    assert _kinds(html, "- \\- Strings which are not entire sentences.") == []
+    assert _kinds(html, "- Strings \\- which are not entire sentences.") == ["escape"]
