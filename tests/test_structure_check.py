@@ -1,5 +1,5 @@
-"""The structural invariant's own reading of a page (transforms/ingest/structure_check.py): where the
-checker was wrong, not the job (issue 25, docs/structure.md)."""
+"""The structural invariant's own reading of a page (transforms/ingest/structure_check.py):
+where the checker was wrong, not the job (issue 25, docs/structure.md)."""
 
 import trafilatura
 
