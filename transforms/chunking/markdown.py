@@ -250,11 +250,26 @@ def _escaped_name_char(m: re.Match) -> str:
     return m.group() if m.group(1) else "\\" + m.group()
 
 
-def _definition_section(text: str, d: Definition, path: tuple[str, ...], env: dict) -> Section:
+def definition_term(d: Definition, env: dict | None = None) -> str:
+    """A definition's term as plain text, as it enters the section path."""
     # trafilatura writes emphasis with "*" and drops HTML: an underscore of a term is the
     # name's (__repr__), a "<" the text's (-b <browser>)
-    term = _heading_text(_CODE_SPAN_OR_NAME_CHAR.sub(_escaped_name_char, d.term), env)
-    return Section((*path, term), [Block(d.start, d.end)], d)
+    return _heading_text(_CODE_SPAN_OR_NAME_CHAR.sub(_escaped_name_char, d.term), env or {})
+
+
+def definition_terms(text: str) -> set[str]:
+    """The terms of every definition of `text`, nested ones too, as section path entries."""
+    out: set[str] = set()
+    todo = [s.definition for s in markdown_sections(text) if s.definition is not None]
+    while todo:
+        d = todo.pop()
+        out.add(definition_term(d))
+        todo.extend(d.parts)
+    return out
+
+
+def _definition_section(text: str, d: Definition, path: tuple[str, ...], env: dict) -> Section:
+    return Section((*path, definition_term(d, env)), [Block(d.start, d.end)], d)
 
 
 def definition_parts(text: str, section: Section) -> list[Section]:
