@@ -109,3 +109,15 @@ def test_lists_that_are_not_definitions_stay_lists():
     assert text[found[0].start : found[0].end] == "- d\n: e"
     # the terms are those at the indentation the range starts with
     assert [p.term for p in definitions(text, text.index("  - c"))] == ["Parameters"]
+
+
+def test_terms_whose_description_was_lost_are_no_definition():
+    from transforms.definitions import BODY, END, TERM, definitions_as_units
+
+    # trafilatura dropped the <dd>: the text after the term is not read as more terms
+    marked = (
+        f"- {TERM}alpha()\nA paragraph after the list.\n\n- {TERM}beta()\n- {BODY}Does b.{END}\n"
+    )
+    text = definitions_as_units(marked)
+    assert text == "- alpha()\nA paragraph after the list.\n\n- beta()\n: Does b.\n"
+    assert [d.term for d in definitions(text)] == ["beta()"]

@@ -102,6 +102,8 @@ def definitions_as_units(markdown: str) -> str:
         ends = line.count(END)
         bare = line.replace(END, "")
         pad = pads[-1] if pads else 0
+        if term_indent is not None and TERM not in bare and BODY not in bare:
+            term_indent = None  # terms without a description (trafilatura lost it): no definition
         if fence is not None:
             out.append(" " * fence[1] + bare if bare.strip() else bare)
             m = _FENCE.match(bare)
@@ -117,8 +119,6 @@ def definitions_as_units(markdown: str) -> str:
                 out.append(" " * indent + "- " + term)
             else:  # a later term of the same description: a line of the first one's item
                 out.append(" " * (term_indent + 2) + term)
-        elif term_indent is not None and bare.strip() and BODY not in bare:
-            out.append(" " * (term_indent + 2) + bare.strip())  # a term's line
         elif m := _BODY_LINE.match(bare):
             indent, rest = max(len(m.group(1)), pad), m.group(2).replace(BODY, "").strip()
             indent, term_indent = (indent if term_indent is None else term_indent), None
