@@ -121,3 +121,13 @@ def test_terms_whose_description_was_lost_are_no_definition():
     text = definitions_as_units(marked)
     assert text == "- alpha()\nA paragraph after the list.\n\n- beta()\n: Does b.\n"
     assert [d.term for d in definitions(text)] == ["beta()"]
+
+
+def test_a_term_of_two_lines_stays_one_term():
+    from transforms.definitions import BODY, END, TERM, definitions_as_units
+
+    # DocBook's <dt>WORK<br>TRANSACTION</dt> (PostgreSQL's ABORT page), as trafilatura writes it
+    marked = f"- {TERM}`WORK`\n`TRANSACTION`\n- {BODY} Optional key words. {END}\n"
+    text = definitions_as_units(marked)
+    assert text == "- `WORK`\n  `TRANSACTION`\n: Optional key words.\n"
+    assert [d.term for d in definitions(text)] == ["`WORK`"]

@@ -32,6 +32,7 @@ its term in the section path.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -85,6 +86,16 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
+def _description_follows(lines: list[str], i: int) -> bool:
+    """Whether a description's marker comes before the next blank line, from line `i`."""
+    for line in itertools.islice(lines, i, None):
+        if BODY in line:
+            return True
+        if not line.strip() or TERM in line:
+            return False
+    return False
+
+
 def definitions_as_units(markdown: str) -> str:
     """trafilatura's Markdown of a marked page (`mark_definitions`) with each definition
     written as a term item and its description under it (see the module docstring)."""
@@ -103,6 +114,9 @@ def definitions_as_units(markdown: str) -> str:
         bare = line.replace(END, "")
         pad = pads[-1] if pads else 0
         if term_indent is not None and TERM not in bare and BODY not in bare:
+            if bare.strip() and _description_follows(lines, i):
+                out.append(" " * (term_indent + 2) + bare.strip())  # a term's next line
+                continue
             term_indent = None  # terms without a description (trafilatura lost it): no definition
         if fence is not None:
             out.append(" " * fence[1] + bare if bare.strip() else bare)
