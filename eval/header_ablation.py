@@ -4,8 +4,9 @@
 
 The path header (`transforms.context.path.path_header`) is made of parts: the folder and the
 file of the source ("postgresql/sql-vacuum.html"; for code the last three path components, the
-folder being the first two), the title, and the section path (headings, for code the enclosing
-class and function; a definition's term, once definitions are units, is its last entry). This
+folder being the first two), the title, the section path's headings (for code the enclosing
+class and function) and its definition terms (`transforms.ingest.definitions`: the entries at
+its end that name a definition of the document, `accumulate(iterable[, func])`). This
 rebuilds each chunk's header from the parts named in --keep, fits it to the run's budget as the
 job does (`fit_header`), embeds header + "\\n\\n" + text with the run's own model and writes OUT
 as a run (chunks/ with the job's schema, run_manifest.json, cost_report.json) that
@@ -26,22 +27,36 @@ import time
 import uuid
 from typing import Any
 
-PARTS = ("folder", "file", "title", "sections")
+PARTS = ("folder", "file", "title", "sections", "term")
 
 
-def header_parts(source: str, doc_type: str, title: str | None, sections: list[str]) -> dict:
-    """The parts of `path_header` for one chunk, each "" or a list where absent."""
+def header_parts(
+    source: str,
+    doc_type: str,
+    title: str | None,
+    sections: list[str],
+    terms: frozenset[str] = frozenset(),
+) -> dict:
+    """The parts of `path_header` for one chunk, each "" or a list where absent; `terms`, the
+    document's definition terms, tell the section path's last entries that are terms."""
     from transforms.context.path import _clean_heading, _same_heading, _source_tail
 
-    clean = [s for s in (_clean_heading(s) for s in sections) if s]
+    n_terms = 0
+    while n_terms < len(sections) and sections[len(sections) - 1 - n_terms] in terms:
+        n_terms += 1
+    clean = [_clean_heading(s) for s in sections]
+    headings = [s for s in clean[: len(clean) - n_terms] if s]
+    term = [s for s in clean[len(clean) - n_terms :] if s]
     tail = _source_tail(source, 3 if doc_type == "code" else 2).split("/")
     folder, file = "/".join(tail[:-1]), tail[-1]
     if doc_type == "code":
-        return {"folder": folder, "file": file, "title": "", "sections": clean}
+        return {"folder": folder, "file": file, "title": "", "sections": headings, "term": term}
     heading = _clean_heading(title or "")
-    if clean and heading and _same_heading(clean[0], heading):
-        clean = clean[1:]
-    return {"folder": folder, "file": file, "title": heading, "sections": clean}
+    if headings and heading and _same_heading(headings[0], heading):
+        headings = headings[1:]
+    elif not headings and term and heading and _same_heading(term[0], heading):
+        term = term[1:]
+    return {"folder": folder, "file": file, "title": heading, "sections": headings, "term": term}
 
 
 def ablated_header(parts: dict, keep: set[str]) -> str:
@@ -53,6 +68,7 @@ def ablated_header(parts: dict, keep: set[str]) -> str:
                                  parts["file"] if "file" in keep else "") if p)  # fmt: skip
     chain = [place, parts["title"] if "title" in keep else ""]
     chain += parts["sections"] if "sections" in keep else []
+    chain += parts.get("term", []) if "term" in keep else []
     out: list[str] = []
     for part in chain:
         if part and not (out and _same_heading(out[-1], part)):
@@ -67,6 +83,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
 
     from runs.run_folder import RunFolder
     from schemas.records import CONTEXT_JOINER, stable_hash
+    from transforms.chunking.markdown import definition_terms
     from transforms.chunking.tokens import make_tokenizer
     from transforms.context.path import fit_header
     from transforms.embedding.onnx_model import load_encoder
@@ -81,6 +98,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     tokenizer = make_tokenizer(config["tokenizer"], "tiktoken")
     table = source.read_table("chunks")
     rows = table.to_pylist()
+    documents = source.read_table("documents", ["doc_id", "text"]).to_pylist()
+    terms = {d["doc_id"]: frozenset(definition_terms(d["text"] or "")) for d in documents}
     started = time.time()
     contexts, texts, mismatched = [], [], 0
     for row in rows:
@@ -88,7 +107,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
             contexts.append(row["context"])
             texts.append(None)
             continue
-        parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"])
+        parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"],
+                             terms.get(row["doc_id"], frozenset()))  # fmt: skip
         header = ablated_header(parts, keep)
         fitted = fit_header(header, row["text"], config["chunk_size"], tokenizer,
                             config["context_max_tokens"]) if header else None  # fmt: skip

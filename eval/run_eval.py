@@ -55,12 +55,13 @@ NEUTRAL_CONFIGS = {"neutral-default": []}
 # Header ablation (eval.header_ablation): neutral-default's chunks re-embedded with only these
 # parts of the path header; "header-all" rebuilds the whole header (a check: same as the job's).
 HEADER_CONFIGS = {
-    "header-all": ("folder", "file", "title", "sections"),
-    "header-no-folder": ("file", "title", "sections"),
-    "header-no-file": ("folder", "title", "sections"),
-    "header-no-title": ("folder", "file", "sections"),
-    "header-no-sections": ("folder", "file", "title"),
-    "header-title-sections": ("title", "sections"),
+    "header-all": ("folder", "file", "title", "sections", "term"),
+    "header-no-folder": ("file", "title", "sections", "term"),
+    "header-no-file": ("folder", "title", "sections", "term"),
+    "header-no-title": ("folder", "file", "sections", "term"),
+    "header-no-sections": ("folder", "file", "title", "term"),
+    "header-no-term": ("folder", "file", "title", "sections"),
+    "header-title-sections": ("title", "sections", "term"),
     "header-none": (),
 }
 # The manuals of corpora.json's "pdf_pairs" (eval.fetch.fetch_pairs: CACHE/pairs/pdf/ and

@@ -132,8 +132,9 @@ def test_ablated_headers_keep_only_the_parts_named() -> None:
         "file": "sql-vacuum.html",
         "title": "VACUUM",
         "sections": ["Description"],
+        "term": [],
     }
-    everything = {"folder", "file", "title", "sections"}
+    everything = {"folder", "file", "title", "sections", "term"}
     assert ablated_header(parts, everything) == "c1/sql-vacuum.html > VACUUM > Description"
     assert ablated_header(parts, {"file", "sections"}) == "sql-vacuum.html > Description"
     assert ablated_header(parts, {"title", "sections"}) == "VACUUM > Description"
@@ -141,6 +142,18 @@ def test_ablated_headers_keep_only_the_parts_named() -> None:
     code = header_parts("/r/c4/requests/utils.py", "code", None, ["super_len"])
     assert ablated_header(code, everything) == "c4/requests/utils.py > super_len"
     assert ablated_header(code, {"file", "sections"}) == "utils.py > super_len"
+    # a definition's term: the entries at the end of the path that name a definition
+    api = header_parts("/x/c5/api.html", "html", "API", ["API", "Context", "class Context(c)",
+                       "invoke(f)"], frozenset({"class Context(c)", "invoke(f)"}))  # fmt: skip
+    assert api["sections"] == ["Context"] and api["term"] == ["class Context(c)", "invoke(f)"]
+    assert (
+        ablated_header(api, everything)
+        == "c5/api.html > API > Context > class Context(c) > invoke(f)"
+    )
+    assert ablated_header(api, everything - {"term"}) == "c5/api.html > API > Context"
+    assert ablated_header(api, everything - {"sections"}) == (
+        "c5/api.html > API > class Context(c) > invoke(f)"
+    )
 
 
 # --- the metrics: ir-measures (trec_eval) against the definitions written out by hand ---------

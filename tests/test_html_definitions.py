@@ -4,7 +4,7 @@ its backslash escapes (real pages: Python 3.11's documentation, Debian's python3
 import gzip
 import os
 
-from transforms.chunking.markdown import markdown_sections
+from transforms.chunking.markdown import headings, markdown_sections
 from transforms.ingest.html import definition_terms_inline, html_to_markdown
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -20,8 +20,15 @@ def test_definition_terms_of_a_real_api_page_are_not_headings():
     paths = {path for section in markdown_sections(text) for path in [section.path]}
     # Before: every signature (`object.__lt__(self, other)` ...) was a level-2 heading, and
     # the real headings after it nested under it.
-    assert not any("(" in heading for path in paths for heading in path), paths
+    assert not [h for _, _, h in headings(text) if "(" in h]
     assert ("3. Data model", "3.3. Special method names", "3.3.1. Basic customization") in paths
+    # a definition's term is the last entry of its own section's path, under the real headings
+    assert (
+        "3. Data model",
+        "3.3. Special method names",
+        "3.3.1. Basic customization",
+        "object.__repr__(self)",
+    ) in paths
     assert "- object.__lt__(*self*, *other*)" in text  # a list item, term and all
 
 

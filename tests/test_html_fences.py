@@ -32,7 +32,7 @@ def test_a_pre_in_a_definition_is_a_code_block_of_its_own():
     # Before: "Example usage: ```" and "...and nodes: ```": no fence opened, the code was read
     # as text and its closing fence opened a code block that swallowed the page after it.
     assert not _glued_fences(text)
-    assert "Example usage:\n```\n>>> from sphinx.util import logging\n" in text
+    assert "  Example usage:\n  ```\n  >>> from sphinx.util import logging\n" in text
     code = _code(text)
     assert len(code) == 4
     assert "logger.warning('Warning happened!', location=('chapter1/index', 10))\n" in code[1]
@@ -46,7 +46,7 @@ def test_the_list_a_code_block_broke_out_of_goes_on_as_a_list():
     # trafilatura writes the code unindented, so the block ends the list; the nested items
     # after it ("    - **color**") read as an indented code block before
     assert not [t for t in _parser().parse(text) if t.type == "code_block"]
-    assert "```\n- **color**\n- The color of logs." in text
+    assert "  ```\n    - **color**\n    : The color of logs." in text
 
 
 def test_a_listing_laid_out_in_a_table_is_a_code_block():

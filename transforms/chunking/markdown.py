@@ -18,6 +18,7 @@ import numpy as np
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
 from transforms.chunking.split import LINE, check_deadline, recursive_split, with_overlap
 from transforms.chunking.tokens import TokenizedText
+from transforms.ingest.definitions import Definition, definitions
 
 # markdown-it normalizes \r\n and lone \r to \n before it numbers lines, so `.map` counts these.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -48,10 +49,13 @@ class Block:
 
 @dataclass
 class Section:
-    """A heading (its first block) and the blocks up to the next heading."""
+    """A heading (its first block) and the blocks up to the next heading, or a definition
+    (`definition`: one block, its term the last entry of `path`)."""
 
     path: tuple[str, ...]
     blocks: list[Block] = field(default_factory=list)
+    definition: Definition | None = None
+    fresh: bool = False  # starts a chunk: the first part of a definition cut in parts
 
 
 @functools.lru_cache(maxsize=1)
@@ -232,7 +236,81 @@ def markdown_sections(text: str) -> list[Section]:
             kind = LINES if tok.type in _LINE_BLOCKS else PROSE
             sections[-1].blocks.append(Block(start, end, kind))
     add_gap(len(text))
+    sections = [d for s in sections for d in _definition_sections(text, s, env)]
     return [_with_item_ranges(text, s) for s in sections if s.blocks]
+
+
+def _gap(text: str, start: int, end: int) -> list[Block]:
+    s, e = trim(text, start, end)
+    return [Block(s, e)] if s < e else []
+
+
+def _definition_sections(text: str, section: Section, env: dict) -> list[Section]:
+    """`section` with each definition of its lists (`transforms.ingest.definitions`) a section of
+    its own, the definition's term appended to the path; the blocks after a definition go on
+    under the section's own path."""
+    out = [Section(section.path)]
+    for block in section.blocks:
+        found = definitions(text, block.start, block.end) if block.fallback == "list" else []
+        if not found:
+            out[-1].blocks.append(block)
+            continue
+        pos = block.start
+        for d in found:
+            out[-1].blocks.extend(_gap(text, pos, d.start))
+            out.append(_definition_section(text, d, section.path, env))
+            out.append(Section(section.path))
+            pos = d.end
+        out[-1].blocks.extend(_gap(text, pos, block.end))
+    return [s for s in out if s.blocks]
+
+
+_CODE_SPAN_OR_NAME_CHAR = re.compile(r"(`+).*?(?<!`)\1(?!`)|(?<!\\)[_<]")
+
+
+def _escaped_name_char(m: re.Match) -> str:
+    return m.group() if m.group(1) else "\\" + m.group()
+
+
+def definition_term(d: Definition, env: dict | None = None) -> str:
+    """A definition's term as plain text, as it enters the section path."""
+    # trafilatura writes emphasis with "*" and drops HTML: an underscore of a term is the
+    # name's (__repr__), a "<" the text's (-b <browser>)
+    return _heading_text(_CODE_SPAN_OR_NAME_CHAR.sub(_escaped_name_char, d.term), env or {})
+
+
+def definition_terms(text: str) -> set[str]:
+    """The terms of every definition of `text`, nested ones too, as section path entries."""
+    out: set[str] = set()
+    todo = [s.definition for s in markdown_sections(text) if s.definition is not None]
+    while todo:
+        d = todo.pop()
+        out.add(definition_term(d))
+        todo.extend(d.parts)
+    return out
+
+
+def _definition_section(text: str, d: Definition, path: tuple[str, ...], env: dict) -> Section:
+    return Section((*path, definition_term(d, env)), [Block(d.start, d.end)], d)
+
+
+def definition_parts(text: str, section: Section) -> list[Section]:
+    """A definition too large for a chunk as sections: its term and description up to the
+    first definition nested in it, each nested definition (its term appended to the path),
+    and the text between and after them, under the definition's path."""
+    d = section.definition
+    if d is None or not d.parts:
+        return [section]
+    env: dict = {}
+    out = [Section(section.path, fresh=True)]
+    pos = d.start
+    for part in d.parts:
+        out[-1].blocks.extend(_gap(text, pos, part.start))
+        out.append(_definition_section(text, part, section.path, env))
+        out.append(Section(section.path))
+        pos = part.end
+    out[-1].blocks.extend(_gap(text, pos, d.end))
+    return [s for s in out if s.blocks]
 
 
 def _with_item_ranges(text: str, section: Section) -> Section:
@@ -251,7 +329,7 @@ def _with_item_ranges(text: str, section: Section) -> Section:
             if e > s:
                 ranges.append((s, e))
         blocks.append(Block(b.start, b.end, PROSE, parts=tuple(ranges)))
-    return Section(section.path, blocks)
+    return Section(section.path, blocks, section.definition)
 
 
 class MarkdownChunker(Chunker):
@@ -302,14 +380,23 @@ class MarkdownChunker(Chunker):
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
 
-        for section in sections:
+        queue = sections[::-1]
+        while queue:
+            section = queue.pop()
             sec_end = section.blocks[-1].end
+            nested = section.definition is not None and section.definition.parts
+            if nested and not self._fits(doc, section.blocks[0].start, sec_end):
+                # too large: cut between the definitions nested in it
+                queue.extend(definition_parts(text, section)[::-1])
+                continue
             common = common_prefix(path, section.path)
             # A small chunk (a title and its one-line purpose, a section's short tail) goes on
             # into the next section instead of standing alone without the substance.
             carry = open_is_small() and self._can_carry(doc, start, section)
             # a bare heading heads the section it joins: the chunk is that section's
             merged = section.path if carry and bare_heading else common or section.path
+            if section.fresh and not carry:
+                common = ()  # a definition too large: its first piece starts a chunk
             if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
                 end, path, bare_heading = sec_end, merged, False
                 continue

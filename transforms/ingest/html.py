@@ -52,6 +52,7 @@ import trafilatura
 from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
+from transforms.ingest.definitions import definitions_as_units, ends_off_fences, mark_definitions
 from transforms.ingest.trafilatura_markdown import fences_alone, without_escapes
 
 try:  # the very expressions trafilatura uses to find a content container
@@ -104,6 +105,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
     _preformatted_as_code(tree)
+    mark_definitions(tree)
     if _wrap_body_in_main(tree):
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
 
@@ -122,7 +124,8 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     title = page_title(tree, meta.title)
-    text = without_escapes(fences_alone(definition_terms_inline(text or "")))
+    text = without_escapes(fences_alone(ends_off_fences(definition_terms_inline(text or ""))))
+    text = definitions_as_units(text)
     return HtmlExtraction(
         text=title_heading_above_sections(text.strip(), title),
         title=title,
