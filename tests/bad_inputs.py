@@ -323,7 +323,15 @@ def fake_run(folder: Path) -> list[Path]:
     # its file list is right (a manifest without one is refused before any shard is read)
     inventory = file_inventory(str(folder), [str(f) for f in files])
     manifest = folder / "run_manifest.json"
+    from transforms.fingerprint import CONFIG_VERSION, FINGERPRINT_KEYS, config_fingerprint
+
+    # a config of this version whose fingerprint is its own (no job's: nothing is reused)
+    config = {key: None for key in FINGERPRINT_KEYS} | {"config_version": CONFIG_VERSION}
+    fingerprint = config_fingerprint(config)
     manifest.write_text(
-        json.dumps({"config_fingerprint": "abc", "mode": "run", "files": inventory})
-    )
+        json.dumps(
+            {"run_id": "r0", "config": config, "config_fingerprint": fingerprint, "mode": "run",
+             "files": inventory}
+        )
+    )  # fmt: skip
     return [*files, manifest]

@@ -10,6 +10,7 @@ from schemas.records import RawDocument
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.ingest.extract import extract_document
 from transforms.ingest.layout import page_of
+from transforms.token_budget import TokenBudget
 
 OFFICE = Path(__file__).parent / "data" / "office"
 
@@ -39,7 +40,7 @@ def test_pandoc_docx_headings_lists_tables_and_code():
     ) in text
     # a code block keeps its lines, fenced
     assert "```\ngit clone https://github.com/Microsoft/vcpkg.git\ncd vcpkg\n" in text
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=128)).chunk_document(doc)
+    chunks = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=128))).chunk_document(doc)
     assert all(doc.text[c.start_char : c.end_char] == c.text for c in chunks)
     paths = {c.section_path for c in chunks}
     assert ("Build instructions", "VCPKG") in paths
@@ -68,7 +69,7 @@ def test_powerpoint_deck_slides_are_sections_with_their_speaker_notes():
     assert (
         "- Some content on the left.\n" in doc.text and "- Some content on the right.\n" in doc.text
     )
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=64)).chunk_document(doc)
+    chunks = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64))).chunk_document(doc)
     for c in chunks:
         # the chunker joins a short slide to the next (slides 3 and 4 here): a chunk's pages
         # are the slides it spans, its section one of their titles
@@ -84,7 +85,7 @@ def test_pandoc_deck_one_section_and_page_per_slide_with_tables():
     assert page_of(doc.page_starts, doc.text.index("# License\n")) == 10
     assert "| lz4 1.9.3 | 2.101 | 740 MB/s | 4500 MB/s |\n" in doc.text
     assert "\n  - VS2010 project is compatible with VS2012" in doc.text  # a nested bullet
-    chunks = DocumentChunker(ChunkingConfig(chunk_size=96)).chunk_document(doc)
+    chunks = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=96))).chunk_document(doc)
     titles = [doc.text[a + 2 : doc.text.index("\n", a)] for a in doc.page_starts]
     assert titles[:3] == ["Slide 1", "Benchmarks", "Slide 3"]  # untitled slides are numbered
     for c in chunks:

@@ -43,7 +43,7 @@ def test_previous_output_is_read_by_real_path_and_survives_a_failed_rebuild(tmp_
         run([*argv, "--overwrite", "--embedding_model=none"])
     assert {f: f.read_bytes() for f in files} == before  # byte for byte
     assert sorted(os.listdir(tmp_path)) == ["a.md", "link", "previous"]  # no staging left
-    with pytest.raises(ValueError, match=r"no valid run_manifest\.json"):
+    with pytest.raises(ValueError, match=r"has no run_manifest\.json: not a complete"):
         prepare_output(str(tmp_path / "new"), True, str(tmp_path / "not-a-run"))
 
 
