@@ -11,6 +11,7 @@ from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.context.path import path_header
 from transforms.ingest.definitions import MARKERS, definitions
 from transforms.ingest.html import html_to_markdown
+from transforms.token_budget import TokenBudget
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 LOGGING = "sphinx53-extdev-logging"
@@ -25,7 +26,8 @@ def _extraction(name: str):
 
 def _chunks(name: str, chunk_size: int = 192, header_reserve: int = 32):
     e = _extraction(name)
-    config = ChunkingConfig(chunk_size=chunk_size, header_reserve=header_reserve, chunk_overlap=8)
+    budget = TokenBudget(chunk_size=chunk_size, header_reserve=header_reserve, chunk_overlap=8)
+    config = ChunkingConfig(budget=budget)
     doc = Document(
         doc_id="d", source=f"html/{name}.html", doc_type="html", text=e.text,
         content_hash="h", title=e.title,

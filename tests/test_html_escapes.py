@@ -45,8 +45,9 @@ def test_prose_is_text_and_code_keeps_its_backslashes():
     code, prose = _blocks(text)
     # Before: "- `include`(*pattern\_list*)", "...*\*\*kwargs*)", "\[source\]"
     assert not [line for line in prose if _ESCAPE.search(re.sub(r"`[^`]*`", "", line))]
-    assert "- `include`(*pattern_list*)" in prose
+    # one definition with three signatures: the first is its term, the others follow it
     assert "- `include`(*module*, *namespace=None*)[source]" in prose
+    assert "  `include`(*pattern_list*)" in prose
     assert "(*prefix*, *view=django.views.static.serve*, ***kwargs*)" in text
     # fenced code and inline code as the page has them
     assert "    re_path(r'^bio/(?P<username>\\w+)/$', views.bio, name='bio'),\n" in code[1]
