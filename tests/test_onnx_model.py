@@ -269,11 +269,12 @@ def test_onnx_fp32_matches_torch_on_real_chunks(real_chunks, torch_vectors) -> N
     assert cosine.min() > FP32_MIN_COSINE, cosine.min()
     # the same word pieces as sentence-transformers gives the model
     model = SentenceTransformer(resolve_model_path("default"), device="cpu")
-    ids = model.tokenize(real_chunks[:16])["input_ids"].numpy()
-    ours = encoder.tokenizer(
-        real_chunks[:16], padding=True, truncation=True, max_length=256, return_tensors="np"
-    )["input_ids"]
-    assert np.array_equal(ids, ours)
+    texts = [*real_chunks[:16], " ".join(real_chunks)]  # the last one cut at 256
+    theirs = model.tokenize(texts)
+    ours = encoder.tokenizer.batch(texts)
+    assert ours["input_ids"].shape == (17, 256)
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert np.array_equal(theirs[name].numpy(), ours[name]), name
 
 
 @pytest.mark.slow

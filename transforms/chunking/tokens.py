@@ -21,6 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from transforms.chunking.word_pieces import counting_tokenizer, has_fast_tokenizer
+
 TIKTOKEN_ENCODINGS = ("cl100k_base", "o200k_base")
 _TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 
@@ -494,27 +496,44 @@ class TiktokenTokenizer:
 
 
 class HuggingFaceTokenizer:
-    """A transformers fast tokenizer (e.g. the embedding model's own word pieces)."""
+    """A Hugging Face fast tokenizer (e.g. the embedding model's own word pieces), read from
+    the folder's tokenizer.json by `tokenizers` (transforms/chunking/word_pieces.py); a folder
+    with a slow tokenizer only goes through transformers."""
 
     def __init__(self, path: str, add_special_tokens: bool = False) -> None:
-        from transformers import AutoTokenizer
-
         self.path = path
         self.name = f"hf:{path}"
         self.add_special_tokens = add_special_tokens
-        self._tok = AutoTokenizer.from_pretrained(path)
+        self._fast = None
+        self._tok = None
+        if has_fast_tokenizer(path):
+            self._fast = counting_tokenizer(path)
+        else:
+            from transformers import AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(path)
+
+    def _ids_and_offsets(self, text: str, special: bool) -> tuple[list[int], list[tuple]]:
+        if self._fast is not None:
+            enc = self._fast.encode(text, add_special_tokens=special)
+            return enc.ids, enc.offsets
+        assert self._tok is not None
+        got = self._tok(text, add_special_tokens=special, return_offsets_mapping=True)
+        return got["input_ids"], got["offset_mapping"]
 
     @guarded
     def count(self, text: str) -> int:
-        return len(self._tok(text, add_special_tokens=self.add_special_tokens)["input_ids"])
+        if self._fast is not None:
+            return len(self._fast.encode(text, add_special_tokens=self.add_special_tokens).ids)
+        return len(self._ids_and_offsets(text, self.add_special_tokens)[0])
 
     @guarded
     def tokenize(self, text: str) -> TokenizedText:
-        enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        starts = sorted({s for s, _ in enc["offset_mapping"] if s > 0})
+        _, offset_mapping = self._ids_and_offsets(text, False)
+        starts = sorted({s for s, _ in offset_mapping if s > 0})
         # A word-piece tokenizer skips whitespace: a boundary at a token start counts every
         # token before it, so map each start to the number of tokens that begin earlier.
-        token_starts = [s for s, _ in enc["offset_mapping"]]
+        token_starts = [s for s, _ in offset_mapping]
         boundaries = [0, *starts]
         index = [0] + [bisect.bisect_left(token_starts, s) for s in starts]
         if boundaries[-1] != len(text):

@@ -147,11 +147,12 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from transforms.embedding.onnx_model import TORCH, OnnxSentenceEncoder, ensure_onnx_model
 
-        quiet_model_loading()
         # Resolved on the worker: the bundled model lies where this environment installed it.
         path = resolve_model_path(self.model_path)
         if self.backend == TORCH:
             from sentence_transformers import SentenceTransformer
+
+            quiet_model_loading()  # the ONNX backends never import transformers
 
             device = pick_device(self.device)
             model = _loaded((TORCH, path, device), lambda: SentenceTransformer(path, device=device))

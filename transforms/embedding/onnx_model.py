@@ -98,18 +98,34 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def source_hash(model_path: str) -> str:
-    """sha256 over every file of a model folder (relative name and content), in name order."""
-    digest = hashlib.sha256()
+def _model_files(model_path: str) -> list[str]:
+    found = []
     for folder, dirs, files in os.walk(model_path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = os.path.join(folder, name)
+        found.extend(os.path.join(folder, n) for n in sorted(files) if not n.startswith("."))
+    return found
+
+
+# source_hash's results in this process, by the folder's files and what stat says of each (a
+# file rewritten in place changes its size or its mtime_ns, and is hashed again).
+_source_hashes: dict[tuple, str] = {}
+
+
+def source_hash(model_path: str) -> str:
+    """sha256 over every file of a model folder (relative name and content), in name order."""
+    files = _model_files(model_path)
+    stats = []
+    for path in files:
+        st = os.stat(path)
+        stats.append((path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    key = (os.path.abspath(model_path), tuple(stats))
+    if key not in _source_hashes:
+        digest = hashlib.sha256()
+        for path in files:
             digest.update(os.path.relpath(path, model_path).encode("utf-8") + b"\0")
             digest.update(file_sha256(path).encode("ascii"))
-    return digest.hexdigest()
+        _source_hashes[key] = digest.hexdigest()
+    return _source_hashes[key]
 
 
 def _versions() -> dict[str, str]:
@@ -182,10 +198,10 @@ def load_encoder(recorded: str, device: str = "auto") -> Any:
     )
 
 
-def _cache_key(model_path: str, settings: OnnxSettings) -> str:
+def _cache_key(model_path: str, settings: OnnxSettings, source_sha256: str | None = None) -> str:
     payload = {
         "format": _FORMAT,
-        "source": source_hash(model_path),
+        "source": source_sha256 or source_hash(model_path),
         "settings": asdict(settings),
         "versions": _versions(),
     }
@@ -303,7 +319,8 @@ def ensure_onnx_model(
     onnx_dir = os.path.join(root, "onnx")
     os.makedirs(root, mode=0o755, exist_ok=True)  # 0755 whatever the umask (a 002 one too)
     source_sha256 = source_hash(model_path)
-    final = os.path.join(onnx_dir, f"{settings.backend}-{_cache_key(model_path, settings)}")
+    key = _cache_key(model_path, settings, source_sha256)
+    final = os.path.join(onnx_dir, f"{settings.backend}-{key}")
     info_path = os.path.join(final, "info.json")
     os.makedirs(onnx_dir, mode=0o755, exist_ok=True)
     for folder in (root, onnx_dir):
@@ -442,6 +459,39 @@ def _read_checked(path: str, sha256: str) -> bytes:
     return data
 
 
+class _TransformersInputs:
+    """ModelInputs' calls on transformers, for a model folder without tokenizer.json."""
+
+    def __init__(self, path: str, max_length: int) -> None:
+        from transformers import AutoTokenizer
+
+        self.max_length = max_length
+        self._tok = AutoTokenizer.from_pretrained(path, model_max_length=max_length)
+
+    def __call__(self, texts: Sequence[str], add_special_tokens: bool = True) -> dict[str, Any]:
+        return self._tok(list(texts), add_special_tokens=add_special_tokens)
+
+    def batch(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        got = self._tok(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="np",
+        )
+        return {name: value.astype(np.int64) for name, value in got.items()}
+
+
+def model_inputs(path: str, max_length: int) -> Any:
+    """What turns texts into the model's inputs: the folder's tokenizer.json read by
+    `tokenizers` (transforms/chunking/word_pieces.py), else transformers' tokenizer."""
+    from transforms.chunking.word_pieces import ModelInputs, has_fast_tokenizer
+
+    if has_fast_tokenizer(path):
+        return ModelInputs(path, max_length)
+    return _TransformersInputs(path, max_length)
+
+
 class OnnxSentenceEncoder:
     """A sentence-transformers model run by ONNX Runtime: same tokenizer, same call shape.
 
@@ -464,15 +514,12 @@ class OnnxSentenceEncoder:
         read once, checked to have that hash, and the session made from those very bytes (no
         file swapped in between the check and the load)."""
         import onnxruntime
-        from transformers import AutoTokenizer
 
         from transforms.embedding.models import read_model_info
 
         info = read_model_info(model_path)
         self.max_seq_length = info.max_seq_length
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            model_path, model_max_length=info.max_seq_length
-        )
+        self.tokenizer = model_inputs(model_path, info.max_seq_length)
         options = onnxruntime.SessionOptions()
         # One thread per core of this worker, as torch does; OMP_NUM_THREADS caps both.
         threads = os.environ.get("OMP_NUM_THREADS")
@@ -495,10 +542,8 @@ class OnnxSentenceEncoder:
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
 
     def _one(self, text: str) -> np.ndarray:
-        features = self.tokenizer(
-            [text], truncation=True, max_length=self.max_seq_length, return_tensors="np"
-        )
-        feeds = {name: features[name].astype(np.int64) for name in self.input_names}
+        features = self.tokenizer.batch([text])
+        feeds = {name: features[name] for name in self.input_names}
         return self.session.run(None, feeds)[0]  # InferenceSession.run is thread-safe
 
     def get_embedding_dimension(self) -> int:
@@ -518,14 +563,8 @@ class OnnxSentenceEncoder:
             out = list(self._pool.map(self._one, texts))
             texts = ()  # done
         for start in range(0, len(texts), batch_size):
-            features = self.tokenizer(
-                list(texts[start : start + batch_size]),
-                padding=True,
-                truncation=True,
-                max_length=self.max_seq_length,
-                return_tensors="np",
-            )
-            feeds = {name: features[name].astype(np.int64) for name in self.input_names}
+            features = self.tokenizer.batch(texts[start : start + batch_size])
+            feeds = {name: features[name] for name in self.input_names}
             out.append(self.session.run(None, feeds)[0])
         vectors = (
             np.concatenate(out).astype(np.float32)
