@@ -213,6 +213,63 @@ def test_the_time_limit_counts_the_extraction_not_the_start_of_its_process(tmp_p
     assert outcomes == ["extracted", "extract_timeout", "extracted"]
 
 
+def _child_pid(fn) -> int:
+    return fn._pool_or_new().submit(os.getpid).result(timeout=60)
+
+
+def test_a_healthy_extraction_child_serves_the_next_stage_instance(tmp_path, monkeypatch):
+    """A torn-down stage hands its child back; the next instance of this process takes it
+    (no new interpreter per DoFn instance), unless it timed out or the environment it was
+    started with is no longer the parent's."""
+    from transforms.ingest.extract import _ExtractFn
+
+    first = _ExtractFn(timeout_s=30)
+    first.setup()
+    pid = _child_pid(first)
+    first.teardown()
+    second = _ExtractFn(timeout_s=30)
+    second.setup()
+    try:
+        assert _child_pid(second) == pid  # the same child, taken from the idle ones
+        small = "<html><head><title>T</title></head><body><p>Reused child.</p></body></html>"
+        raw = RawDocument(source="a.html", doc_id="a", data=small.encode())
+        assert "Reused child." in extract_document(raw, second._html).text
+        other = _ExtractFn(timeout_s=30)  # while `second` holds it: a child of its own
+        other.setup()
+        other_pid = _child_pid(other)
+        assert other_pid != pid
+        other.teardown()  # idle now, and healthy
+        # a timeout kills the child: never handed back
+        slow = "<html><body>" + "<div><p>para graph text here</p></div>" * 40000 + "</body>"
+        second.timeout_s = 0.001
+        with pytest.raises(ExtractError):
+            extract_document(
+                RawDocument(source="s.html", doc_id="s", data=slow.encode()), second._html
+            )
+    finally:
+        second.teardown()
+    # `other`'s child is idle and healthy, but was started in another environment
+    with monkeypatch.context() as changed:
+        changed.setenv("TZ", "Pacific/Chatham")
+        third = _ExtractFn(timeout_s=30)
+        third.setup()
+        try:
+            assert _child_pid(third) not in (pid, other_pid)
+            assert fn_env(third)["TZ"] == "Pacific/Chatham"
+        finally:
+            third.teardown()
+    fourth = _ExtractFn(timeout_s=30)
+    fourth.setup()
+    try:
+        assert _child_pid(fourth) == other_pid  # the environment it was started with again
+    finally:
+        fourth.teardown()
+
+
+def fn_env(fn) -> dict[str, str]:
+    return fn._pool_or_new().submit(_environment_of_the_child).result(timeout=60)
+
+
 def test_the_extraction_child_sees_no_secret_of_the_parent(monkeypatch):
     from transforms.ingest.extract import _ExtractFn
 

@@ -9,12 +9,14 @@ extract_memory).
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import concurrent.futures
 import multiprocessing
 import os
 import re
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -435,6 +437,71 @@ def _kill(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _alive(pool: concurrent.futures.ProcessPoolExecutor) -> bool:
+    processes = getattr(pool, "_processes", None) or {}
+    return (
+        not getattr(pool, "_broken", False)
+        and not getattr(pool, "_shutdown_thread", False)
+        and bool(processes)
+        and all(p.is_alive() for p in processes.values())
+    )
+
+
+class _IdleChildren:
+    """Extraction children that a stage's teardown handed back, for the next stage instance of
+    this process to take (as Beam's `shared.Shared` keeps a model across DoFn instances).
+
+    A child is started once per process and thread of work, not once per DoFn instance: a
+    worker that tears DoFns down and sets them up again (a retried bundle, the DirectRunner
+    running one job after another) does not pay a new interpreter each time (2.5-3 s of CPU
+    here). A child is only ever handed back healthy: one that timed out or died is killed,
+    never kept. It holds nothing between documents (each extraction sets its own limits), and
+    is taken only while the part of the environment it was started with
+    (`child_environment`) is still the parent's.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._idle: list[tuple[tuple, concurrent.futures.ProcessPoolExecutor]] = []
+
+    @staticmethod
+    def environment_key() -> tuple:
+        return tuple(sorted(child_environment(dict(os.environ)).items()))
+
+    def take(self) -> tuple[tuple, concurrent.futures.ProcessPoolExecutor | None]:
+        """(the environment key, an idle child started with it, or None)."""
+        key = self.environment_key()
+        with self._lock:
+            if self._pid != os.getpid():  # a forked copy of this process: not its children
+                self._pid, self._idle = os.getpid(), []
+            stale = [pool for _, pool in self._idle if not _alive(pool)]
+            alive = [(k, pool) for k, pool in self._idle if _alive(pool)]
+            match = next((i for i, (k, _) in enumerate(alive) if k == key), None)
+            found = alive.pop(match)[1] if match is not None else None
+            self._idle = alive
+        for pool in stale:
+            _kill(pool)
+        return key, found
+
+    def give_back(self, key: tuple, pool: concurrent.futures.ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pid == os.getpid() and _alive(pool):
+                self._idle.append((key, pool))
+                return
+        _kill(pool)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, pool in idle:
+            _kill(pool)
+
+
+_IDLE_CHILDREN = _IdleChildren()
+atexit.register(_IDLE_CHILDREN.close)
+
+
 class _ExtractFn(Stage):
     """Runs the pure core; HTML and paged documents go to a child process, which stops an
     extraction past its CPU-time limit (and is killed past a wall-clock backstop)."""
@@ -446,11 +513,14 @@ class _ExtractFn(Stage):
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._environment: tuple = ()  # what _IDLE_CHILDREN keys the child by
 
     def setup(self) -> None:
         self._pool = None
 
     def _pool_or_new(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            self._environment, self._pool = _IDLE_CHILDREN.take()
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
             pool = concurrent.futures.ProcessPoolExecutor(
@@ -513,7 +583,8 @@ class _ExtractFn(Stage):
 
     def teardown(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # healthy: kept for this process's next stage
+            _IDLE_CHILDREN.give_back(self._environment, self._pool)
             self._pool = None
 
 
