@@ -245,11 +245,15 @@ def real_chunks() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def torch_vectors(real_chunks: list[str]) -> np.ndarray:
+def torch_model():
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(resolve_model_path("default"), device="cpu")
-    return model.encode(real_chunks, batch_size=16, normalize_embeddings=True)
+    return SentenceTransformer(resolve_model_path("default"), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def torch_vectors(torch_model, real_chunks: list[str]) -> np.ndarray:
+    return torch_model.encode(real_chunks, batch_size=16, normalize_embeddings=True)
 
 
 def _onnx_vectors(backend: str, texts: list[str]) -> tuple[np.ndarray, object]:
@@ -261,16 +265,13 @@ def _onnx_vectors(backend: str, texts: list[str]) -> tuple[np.ndarray, object]:
 
 
 @pytest.mark.slow
-def test_onnx_fp32_matches_torch_on_real_chunks(real_chunks, torch_vectors) -> None:
-    from sentence_transformers import SentenceTransformer
-
+def test_onnx_fp32_matches_torch_on_real_chunks(real_chunks, torch_model, torch_vectors) -> None:
     vectors, encoder = _onnx_vectors(ONNX, real_chunks)
     cosine = (vectors * torch_vectors).sum(axis=1)
     assert cosine.min() > FP32_MIN_COSINE, cosine.min()
     # the same word pieces as sentence-transformers gives the model
-    model = SentenceTransformer(resolve_model_path("default"), device="cpu")
     texts = [*real_chunks[:16], " ".join(real_chunks)]  # the last one cut at 256
-    theirs = model.tokenize(texts)
+    theirs = torch_model.tokenize(texts)
     ours = encoder.tokenizer.batch(texts)
     assert ours["input_ids"].shape == (17, 256)
     for name in ("input_ids", "attention_mask", "token_type_ids"):

@@ -8,26 +8,17 @@ import re
 import pytest
 
 from pipelines import live_progress as progress
-from tests.jobs import run
 from tests.tables import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLES = [os.path.join(ROOT, "samples", t, "*") for t in ("html", "markdown", "code", "text")]
 LINE = re.compile(r"corpus-chunker progress: \S+ \| read (\d+)/(\d+) files.*chunked (\d+)")
 
 pytestmark = pytest.mark.slow
 
 
-def _run_and_read_lines(tmp_path, capsys, monkeypatch, extra):
-    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.25)
-    out = str(tmp_path / "out")
-    inputs = [a for pattern in SAMPLES for a in ("--input", pattern)]
-    run([*inputs, "--output", out, "--embedding_model=none", *extra])
-    lines = capsys.readouterr().err.splitlines()
-    return out, [line for line in lines if line.startswith("corpus-chunker ")]
-
-
-def _check(out, lines, patterns):
+def check_progress_lines(out: str, lines: list[str], patterns: list[str]) -> None:
+    """The progress lines of the run that wrote `out` (from `patterns`): counts that moved
+    while it ran, the files matched, and a final line with the report's counts."""
     files = sum(len(glob.glob(pattern)) for pattern in patterns)
     during = [LINE.match(line) for line in lines if "progress:" in line]
     assert during, lines
@@ -45,14 +36,11 @@ def _check(out, lines, patterns):
 def test_progress_in_process(job_run):
     run = job_run("samples_no_model")  # samples/, every line it printed on stderr kept
     lines = [line for line in run.stderr.splitlines() if line.startswith("corpus-chunker ")]
-    _check(run.output, lines, [os.path.join(ROOT, "samples", "*", "*")])
+    check_progress_lines(run.output, lines, [os.path.join(ROOT, "samples", "*", "*")])
 
 
-@pytest.mark.runners
-def test_progress_from_worker_processes(tmp_path, capsys, monkeypatch):
-    multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
-    out, lines = _run_and_read_lines(tmp_path, capsys, monkeypatch, multi)
-    _check(out, lines, SAMPLES)
+# From the worker processes of the multi-process DirectRunner: tests/e2e/test_runners.py
+# (test_progress_counts_arrive_from_the_worker_processes), on the run it compares.
 
 
 def test_quiet_prints_no_progress(capsys, monkeypatch):

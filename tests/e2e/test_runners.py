@@ -11,6 +11,8 @@ refusal.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from dataclasses import dataclass
@@ -22,7 +24,9 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.runner import PipelineState
 
+from pipelines import live_progress as progress
 from pipelines.chunk_corpus import run
+from tests.e2e.test_progress import check_progress_lines
 from tests.tables import read_table, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,17 +160,26 @@ def _portable_flags(services) -> list[str]:
 # depend on how a runner batches it, and its workers start without importing transformers.
 
 
-def _run(corpus: str, output: Path, flags: list[str]) -> float:
+def _run(corpus: str, output: Path, flags: list[str]) -> tuple[float, str]:
+    """(seconds, what the launcher printed on stderr: its progress lines among it)."""
+    err = io.StringIO()
+    # progress lines four times a second, to see counts move during a short run
+    interval, progress.LOG_INTERVAL_S = progress.LOG_INTERVAL_S, 0.25
     started = time.perf_counter()
-    result = run(["--input", corpus, "--output", str(output), *flags])
+    try:
+        with contextlib.redirect_stderr(err):
+            result = run(["--input", corpus, "--output", str(output), *flags])
+    finally:
+        progress.LOG_INTERVAL_S = interval
     assert result.state == PipelineState.DONE
-    return time.perf_counter() - started
+    return time.perf_counter() - started, err.getvalue()
 
 
 @dataclass(frozen=True)
 class RunnerRuns:
     outputs: dict[str, Path]  # runner -> output folder
     seconds: dict[str, float]
+    printed: dict[str, str]  # runner -> the launcher's stderr
     portable_workers: list[Path]  # the pool's worker folders (boot.log, staged/, site/)
 
 
@@ -183,16 +196,16 @@ def runner_runs(runner_corpus, runner_portable, tmp_path_factory) -> RunnerRuns:
         ],
         "portable": [*_portable_flags(runner_portable), f"--setup_file={SETUP_FILE}"],
     }
-    outputs, seconds = {}, {}
+    outputs, seconds, printed = {}, {}, {}
     for name, flags in runs.items():
         outputs[name] = root / name
         try:
-            seconds[name] = _run(runner_corpus, outputs[name], flags)
+            seconds[name], printed[name] = _run(runner_corpus, outputs[name], flags)
         except Exception as e:
             logs = runner_portable.log_tails() if name == "portable" else ""
             raise AssertionError(f"{name} run failed: {e}\n{logs}") from e
     print("seconds per run:", {k: round(v, 1) for k, v in seconds.items()})
-    return RunnerRuns(outputs, seconds, runner_portable.worker_dirs())
+    return RunnerRuns(outputs, seconds, printed, runner_portable.worker_dirs())
 
 
 def _sorted_chunks(output: Path) -> pa.Table:
@@ -239,6 +252,18 @@ def test_rejects_and_cost_counts_are_identical(runner_runs, name):
     direct_report = report(str(outputs["direct"]))
     assert direct_report["balanced"]
     assert _counts(report(str(outputs[name]))) == _counts(direct_report)
+
+
+@pytest.mark.runners
+def test_progress_counts_arrive_from_the_worker_processes(runner_runs, runner_corpus):
+    """The multi-process DirectRunner's workers are processes of their own: the launcher's
+    progress lines show their counts while the job runs, not only at its end."""
+    lines = [
+        line
+        for line in runner_runs.printed["multi_process"].splitlines()
+        if line.startswith("corpus-chunker ")
+    ]
+    check_progress_lines(str(runner_runs.outputs["multi_process"]), lines, [runner_corpus])
 
 
 @pytest.mark.runners
