@@ -41,7 +41,8 @@ from transforms.context import (
     path_header,
     retry_policy,
 )
-from transforms.context.stage import _Counters, _with_header
+from transforms.context.stage import _with_header
+from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
 
 LLM_BUDGET = TokenBudget(chunk_size=128)  # the budget the LLM stage tests fit headers to
@@ -338,7 +339,7 @@ def test_headers_fitted_with_the_chunks_own_counts_are_the_same() -> None:
     )
     assert any(c.text.startswith(" ") for c in chunks)  # code keeps its indentation
     tokenizer = make_tokenizer("cl100k_base")
-    counters = _Counters()
+    counters = Counts()
     line = "This chunk about frobbing is from the Widget Manual, section Installation."
     outcomes = set()  # None: no header fits; True: the whole header; False: a cut one
     for size in (16, 20, 24, 40):

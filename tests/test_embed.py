@@ -21,8 +21,8 @@ from apache_beam.testing.util import assert_that
 
 from pipelines.options import config_from_options
 from schemas.records import Chunk, Reject, stable_hash
+from transforms.common import NAMESPACE
 from transforms.embedding.embed import (
-    NAMESPACE,
     EmbedChunks,
     SentenceTransformerHandler,
     length_sorted_batches,

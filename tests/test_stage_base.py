@@ -1,7 +1,9 @@
 """The stage base: a stage writes `process_one`; the base makes its rejects and counts."""
 
 import pickle
+import re
 import time
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -105,3 +107,21 @@ def test_rejects_are_counted_under_the_stage_stat_or_the_rejection_s():
         "documents_rejected_upper": 2,
         "documents_without_text": 1,
     }
+
+
+# Where a counter may still be made other than through `stat()`: each with its reason.
+_COUNTER_MAKERS = {
+    "transforms/progress.py",  # makes the counter `stat()` uses (`progress.counter`)
+    "transforms/stage_base.py",  # `Counts.stat` itself
+}
+
+
+def test_every_stage_counts_through_stat():
+    root = Path(__file__).resolve().parent.parent
+    found = sorted(
+        path.relative_to(root).as_posix()
+        for path in (root / "transforms").rglob("*.py")
+        if path.relative_to(root).as_posix() not in _COUNTER_MAKERS
+        and re.search(r"\b(Metrics|progress)\.counter\(", path.read_text())
+    )
+    assert found == [], f"count through Counts.stat(), not a counter of its own: {found}"

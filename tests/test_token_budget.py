@@ -10,7 +10,8 @@ from transforms.budget import ChunkBudget
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import make_tokenizer
 from transforms.context import ContextConfig, HeaderFitter, fit_header, path_header
-from transforms.context.stage import _Counters, path_contexts
+from transforms.context.stage import path_contexts
+from transforms.stage_base import Counts
 from transforms.token_budget import (
     DEFAULT_CHUNK_SIZE,
     MIN_TEXT_TOKENS,
@@ -79,7 +80,7 @@ def test_the_header_is_fitted_once_for_both_tokenizers():
     config = ContextConfig(mode="path", max_header_tokens=32)
     chunks = _chunks(SMALL_MODEL)
     assert len(chunks) > 5
-    out = list(path_contexts(chunks, config, fitter, _Counters()))
+    out = list(path_contexts(chunks, config, fitter, Counts()))
     shortened = 0
     for chunk, got in zip(chunks, out, strict=True):
         assert got.context and got.context_source == "path"

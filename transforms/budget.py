@@ -11,11 +11,10 @@ import dataclasses
 from collections.abc import Iterator
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
 from schemas.records import CONTEXT_JOINER, Chunk
 from transforms.chunking.tokens import Tokenizer, count_with_prefix, make_tokenizer
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 from transforms.token_budget import MODEL_SPECIAL_TOKENS, TokenBudget
 
 
@@ -67,11 +66,10 @@ class ChunkBudget:
         )
 
 
-class _BudgetFn(beam.DoFn):
+class _BudgetFn(Counts, beam.DoFn):
     def __init__(self, budget: TokenBudget, pricing_tokenizer: str) -> None:
         self.budget = budget
         self.pricing_tokenizer = pricing_tokenizer
-        self.over = Metrics.counter(NAMESPACE, "chunks_over_model_limit")
         self.core: ChunkBudget | None = None
 
     def setup(self) -> None:
@@ -82,7 +80,7 @@ class _BudgetFn(beam.DoFn):
         counted = self.core.apply(chunk)
         limit = self.budget.model_max_tokens
         if counted.model_tokens is not None and limit and counted.model_tokens > limit:
-            self.over.inc()
+            self.stat("chunks_over_model_limit")
         yield counted
 
 

@@ -25,8 +25,7 @@ from schemas.arrow import (
     reject_row,
 )
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS
-from transforms import progress
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 
 # The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
 REUSED_CHUNK_ROWS = "reused_chunk_rows"
@@ -61,13 +60,13 @@ def shard_name(table: str, index: int, total: int) -> str:
     return f"{table}/part-{index:05d}-of-{total:05d}.parquet"
 
 
-class ParquetSink(fileio.FileSink):
+class ParquetSink(Counts, fileio.FileSink):
     """Rows (dicts) of one table -> one zstd Parquet file with the table's explicit schema.
 
     Statistics for every column but NO_STATISTICS. `folder`, the table's final folder, is made
     when a file is opened: `WriteToFiles` renames its files into place and, on a local disk, a
     rename into a missing folder fails (and Beam only logs it, at debug level). `counter`: a
-    progress counter of the rows handed to the Parquet writer (`chunk_rows_written`).
+    counter (`stat`) of the rows handed to the Parquet writer (`chunk_rows_written`).
     """
 
     def __init__(
@@ -75,7 +74,7 @@ class ParquetSink(fileio.FileSink):
     ) -> None:
         self.schema = schema
         self.folder = folder
-        self.counter = progress.counter(NAMESPACE, counter) if counter else None
+        self.counter = counter
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict] = []
         self._batches: list[pa.RecordBatch] = []
@@ -93,7 +92,7 @@ class ParquetSink(fileio.FileSink):
 
     def write(self, record: tuple[str, dict]) -> None:
         if self.counter is not None:
-            self.counter.inc()
+            self.stat(self.counter)
         self._rows.append(record[1])
         if len(self._rows) >= RECORD_BATCH_ROWS:
             self._to_batch()

@@ -11,37 +11,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
 from schemas.records import Chunk, content_hash
 from transforms.chunking.split import ChunkTimeout, time_limit
-from transforms.common import NAMESPACE
 from transforms.context.config import ContextConfig
 from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
 from transforms.context.path import HeaderFitter, path_header
+from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
 
 _LOG = logging.getLogger(__name__)
-
-
-class _Counters:
-    def __init__(self) -> None:
-        def c(name: str) -> Any:
-            return Metrics.counter(NAMESPACE, name)
-
-        self.context_headers = c("context_headers")
-        self.context_skipped = c("context_skipped")
-        self.context_timeouts = c("context_timeouts")
-        self.headers_shortened_for_model = c("headers_shortened_for_model")
-        self.header_tokens = c("header_tokens")
-        self.llm_requests = c("llm_requests")
-        self.llm_retries = c("llm_retries")
-        self.llm_failures_fallback = c("llm_failures_fallback")
-        self.llm_cache_hits = c("llm_cache_hits")
-        self.llm_cache_write_errors = c("llm_cache_write_errors")
-        self.llm_prompt_tokens = c("llm_prompt_tokens")
-        self.llm_completion_tokens = c("llm_completion_tokens")
 
 
 def _with_header(
@@ -49,35 +29,33 @@ def _with_header(
     header: str,
     source: str,
     fitter: HeaderFitter,
-    counters: _Counters,
+    counts: Counts,
     max_header_tokens: int | None,
 ) -> Chunk:
     fitted = fitter.fit(header, chunk.text, chunk.token_count, max_header_tokens)
     if fitted.shortened_for_model:
-        counters.headers_shortened_for_model.inc()
+        counts.stat("headers_shortened_for_model")
     if fitted.context is None:  # the chunk alone leaves no room: the chunker ignored the budget
-        counters.context_skipped.inc()
+        counts.stat("context_skipped")
         return dataclasses.replace(chunk, context=None, context_source=None)
-    counters.context_headers.inc()
-    counters.header_tokens.inc(fitter.tokenizer.count(fitted.context))
+    counts.stat("context_headers")
+    counts.stat("header_tokens", fitter.tokenizer.count(fitted.context))
     return dataclasses.replace(
         chunk, context=fitted.context, context_source=source, model_tokens=fitted.model_tokens
     )
 
 
 def _path_context(
-    chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counters: _Counters, source: str
+    chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
 ) -> Chunk:
-    return _with_header(
-        chunk, path_header(chunk), source, fitter, counters, config.max_header_tokens
-    )
+    return _with_header(chunk, path_header(chunk), source, fitter, counts, config.max_header_tokens)
 
 
 def path_contexts(
     chunks: Iterable[Chunk],
     config: ContextConfig,
     fitter: HeaderFitter,
-    counters: _Counters,
+    counts: Counts,
     source: str = "path",
 ) -> Iterator[Chunk]:
     """The path header of each chunk of one document, within the document's time limit
@@ -89,20 +67,20 @@ def path_contexts(
     timed_out = 0
     for chunk in chunks:
         if deadline is None:
-            yield _path_context(chunk, config, fitter, counters, source)
+            yield _path_context(chunk, config, fitter, counts, source)
             continue
         left = deadline - time.monotonic()
         if not timed_out and left > 0:
             try:
                 with time_limit(left):  # checked inside the fitting of a header too
-                    with_header = _path_context(chunk, config, fitter, counters, source)
+                    with_header = _path_context(chunk, config, fitter, counts, source)
             except ChunkTimeout:
                 pass
             else:
                 yield with_header  # outside the limit's block: the consumer's time is its own
                 continue
         timed_out += 1
-        counters.context_timeouts.inc()
+        counts.stat("context_timeouts")
         yield dataclasses.replace(chunk, context=None, context_source=None)
     if timed_out:
         _LOG.warning(
@@ -117,20 +95,19 @@ def _unpack_chunks(element: tuple[str, list[Chunk]]) -> list[Chunk]:
     return list(element[1])
 
 
-class _PathContextFn(beam.DoFn):
+class _PathContextFn(Counts, beam.DoFn):
     def __init__(self, config: ContextConfig, budget: TokenBudget) -> None:
         self._config = config
         self._budget = budget
-        self._counters = _Counters()
 
     def setup(self) -> None:
         self._fitter = HeaderFitter.for_budget(self._budget)
 
     def process(self, element: tuple[str, list[Chunk]]) -> Iterator[Chunk]:
-        yield from path_contexts(element[1], self._config, self._fitter, self._counters)
+        yield from path_contexts(element[1], self._config, self._fitter, self)
 
 
-class _LLMContextFn(beam.DoFn):
+class _LLMContextFn(Counts, beam.DoFn):
     """Sends up to `llm_concurrency` requests at once across the documents of a bundle.
 
     Requests run on a thread pool; counters are only touched on the bundle's own thread, where
@@ -140,7 +117,6 @@ class _LLMContextFn(beam.DoFn):
     def __init__(self, config: ContextConfig, budget: TokenBudget) -> None:
         self._config = config
         self._budget = budget
-        self._counters = _Counters()
 
     def setup(self) -> None:
         self._fitter = HeaderFitter.for_budget(self._budget)
@@ -186,17 +162,16 @@ class _LLMContextFn(beam.DoFn):
         self._in_flight = 0
 
     def _finish(self, chunks: list[Chunk], futures: list[Future]) -> Iterable[Chunk]:
-        counters = self._counters
         for chunk, future in zip(chunks, futures, strict=True):
             outcome: LLMOutcome = future.result()
-            counters.llm_requests.inc(outcome.requests)
-            counters.llm_retries.inc(outcome.retries)
-            counters.llm_prompt_tokens.inc(outcome.prompt_tokens)
-            counters.llm_completion_tokens.inc(outcome.completion_tokens)
+            self.stat("llm_requests", outcome.requests)
+            self.stat("llm_retries", outcome.retries)
+            self.stat("llm_prompt_tokens", outcome.prompt_tokens)
+            self.stat("llm_completion_tokens", outcome.completion_tokens)
             if outcome.cache_hit:
-                counters.llm_cache_hits.inc()
+                self.stat("llm_cache_hits")
             if outcome.cache_write_failed:
-                counters.llm_cache_write_errors.inc()
+                self.stat("llm_cache_write_errors")
             # The usage travels with the chunk, so the cost report (a combine, correct on every
             # runner) can price it; the counters above are for monitoring.
             usage = (
@@ -207,11 +182,11 @@ class _LLMContextFn(beam.DoFn):
             )
             chunk = dataclasses.replace(chunk, llm_usage=usage)
             if outcome.context is None:
-                counters.llm_failures_fallback.inc()
+                self.stat("llm_failures_fallback")
                 _LOG.warning("LLM context failed for chunk %s: %s", chunk.chunk_id, outcome.error)
-                yield _path_context(chunk, self._config, self._fitter, counters, "path_fallback")
+                yield _path_context(chunk, self._config, self._fitter, self, "path_fallback")
             else:
-                yield _with_header(chunk, outcome.context, "llm", self._fitter, counters, None)
+                yield _with_header(chunk, outcome.context, "llm", self._fitter, self, None)
 
     def teardown(self) -> None:
         executor = getattr(self, "_executor", None)

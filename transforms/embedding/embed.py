@@ -20,7 +20,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import (
     KeyedModelHandler,
     ModelHandler,
@@ -28,9 +27,8 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from schemas.records import Chunk, Reject
-from transforms import progress
-from transforms.common import NAMESPACE
+from schemas.records import Chunk
+from transforms.common import REJECTS
 from transforms.embedding.models import (  # noqa: F401 - re-exported: callers import them from here
     DEFAULT_MODEL,
     ONNX_INT8,
@@ -42,6 +40,7 @@ from transforms.embedding.models import (  # noqa: F401 - re-exported: callers i
     resolve_model_path,
     text_key,
 )
+from transforms.stage_base import Counts, Stage
 from transforms.stat_events import ChunkDeduplicated, EmbeddingReused
 
 # Forward pass and Beam batch when the flags leave them out: a GPU wants larger ones (its
@@ -103,7 +102,7 @@ def _on_gpu(model: Any) -> bool:
     return getattr(getattr(model, "device", None), "type", "cpu") == "cuda"
 
 
-class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
+class SentenceTransformerHandler(Counts, ModelHandler[Chunk, Any, Any]):
     """Chunks in, normalised float32 vectors out; the model is loaded once per worker."""
 
     def __init__(
@@ -140,7 +139,6 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         self.backend = backend
         self.onnx_sha256 = onnx_sha256 if backend != TORCH else None
         self.cache_dir = cache_dir
-        self._truncated = Metrics.counter(NAMESPACE, "chunks_truncated")
 
     def load_model(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -191,7 +189,7 @@ class SentenceTransformerHandler(ModelHandler[Chunk, Any, Any]):
         limit = model.max_seq_length
         truncated = sum(1 for n in lengths if n > limit)
         if truncated:
-            self._truncated.inc(truncated)
+            self.stat("chunks_truncated", truncated)
         vectors: list[Any] = [None] * len(batch)
         seconds = [0.0] * len(batch)
         # encode() sorts a call by characters, a poor proxy for word pieces (2 to 5 characters a
@@ -254,44 +252,42 @@ def _embedded(
     )
 
 
-class _AttachEmbedding(beam.DoFn):
+class _AttachEmbedding(Counts, beam.DoFn):
     """The vector of one embedded text onto its chunk and every chunk with the same text."""
 
     DUPLICATES = "duplicates"
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.embedded = progress.counter(NAMESPACE, "chunks_embedded")
-        self.deduplicated = Metrics.counter(NAMESPACE, "chunks_deduplicated")
 
     def process(self, keyed: tuple[tuple[Chunk, ...], PredictionResult]) -> Iterator[Any]:
         others, result = keyed
         vector, model_tokens, seconds = result.inference
         embedding = tuple(vector.tolist())
-        self.embedded.inc(1 + len(others))
+        self.stat("chunks_embedded", 1 + len(others))
         yield _embedded(result.example, self.model_name, embedding, model_tokens, seconds)
         for chunk in others:
-            self.deduplicated.inc()
+            self.stat("chunks_deduplicated")
             # No model time of its own: the text was embedded once, for the chunk above.
             yield _embedded(chunk, self.model_name, embedding, model_tokens)
             yield beam.pvalue.TaggedOutput(self.DUPLICATES, ChunkDeduplicated(chunk.embed_tokens))
 
 
-class _FailedBatchToRejects(beam.DoFn):
-    def __init__(self) -> None:
-        self.failed = progress.counter(NAMESPACE, "chunks_rejected_embed")
+class _FailedBatchToRejects(Stage):
+    """A batch the model failed on -> one reject of each of its chunks (and their duplicates),
+    counted as chunks_rejected_embed."""
 
-    def process(self, failed: tuple[Any, Exception]) -> Iterator[Reject]:
+    STAGE = "embed"
+    REJECTED_STAT = "chunks_rejected_embed"
+
+    def process_one(self, failed: tuple[Any, Exception]) -> Iterator[beam.pvalue.TaggedOutput]:
         batch, error = failed
         for others, chunk in batch:
             for one in (chunk, *others):
-                self.failed.inc()
-                yield Reject.of_error(
-                    one.source, "embed", "embedding_failed", error, one.doc_id, one.chunk_id
-                )
+                yield self.reject(one.source, "embedding_failed", error, one.doc_id, one.chunk_id)
 
 
-class _UseCache(beam.DoFn):
+class _UseCache(Counts, beam.DoFn):
     """(text key, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
     none cached, (the others, the one to embed) for the model, as `_one_per_text` gives."""
 
@@ -300,8 +296,6 @@ class _UseCache(beam.DoFn):
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.embedded = progress.counter(NAMESPACE, "chunks_embedded")
-        self.cached = Metrics.counter(NAMESPACE, "chunks_cached")
 
     def process(self, item: tuple[str, dict[str, Any]]) -> Iterator[Any]:
         key, grouped = item
@@ -313,8 +307,8 @@ class _UseCache(beam.DoFn):
             yield _one_per_text((key, chunks))
             return
         for chunk in chunks:
-            self.embedded.inc()
-            self.cached.inc()
+            self.stat("chunks_embedded")
+            self.stat("chunks_cached")
             yield beam.pvalue.TaggedOutput(
                 self.HITS,
                 _embedded(chunk, self.model_name, tuple(cached.embedding), cached.model_tokens),
@@ -378,7 +372,10 @@ class EmbedChunks(beam.PTransform):
         attached = embedded | "Attach embeddings" >> beam.ParDo(
             _AttachEmbedding(self.model_name)
         ).with_outputs(_AttachEmbedding.DUPLICATES, main="chunks")
-        bad = dead.failed_inferences | "Failed batches" >> beam.ParDo(_FailedBatchToRejects())
+        bad = (
+            dead.failed_inferences
+            | "Failed batches" >> beam.ParDo(_FailedBatchToRejects()).with_outputs(REJECTS)
+        )[REJECTS]
         new_vectors = embedded | "New vectors" >> beam.Map(_cache_entry)
         out_chunks = attached.chunks
         events = attached[_AttachEmbedding.DUPLICATES]

@@ -25,12 +25,11 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import WriteToParquet
-from apache_beam.metrics import Metrics
 
 from schemas.columns import EMBEDDING_CACHE, schema
 from schemas.records import CONTEXT_JOINER
-from transforms.common import NAMESPACE
 from transforms.embedding.models import TORCH, CachedVector, EmbeddingConfig, text_key
+from transforms.stage_base import Counts
 
 _LOG = logging.getLogger(__name__)
 CACHE_SCHEMA = schema(EMBEDDING_CACHE)
@@ -114,14 +113,8 @@ def checked_cache_row(row: dict, model: str, dimension: int | None) -> CachedVec
     return checked_vector(row.get("embedding"), row.get("model_tokens"), dimension)
 
 
-class _Counters:
-    def __init__(self) -> None:
-        self.invalid = Metrics.counter(NAMESPACE, "embedding_cache_entries_invalid")
-        self.unreadable = Metrics.counter(NAMESPACE, "embedding_cache_files_unreadable")
-
-
 def entries_of_rows(
-    row: dict, dimension: int | None = None, counters: _Counters | None = None
+    row: dict, dimension: int | None = None, counts: Counts | None = None
 ) -> Iterator[tuple[str, CachedVector]]:
     """A previous run's chunk row -> its cache entry (parents and failed chunks have none; a
     vector that is not a usable one, `checked_vector`, is skipped and counted)."""
@@ -129,8 +122,8 @@ def entries_of_rows(
         return
     cached = checked_vector(row["embedding"], row.get("model_tokens"), dimension)
     if cached is None:
-        if counters is not None:
-            counters.invalid.inc()
+        if counts is not None:
+            counts.stat("embedding_cache_entries_invalid")
         return
     yield row_text_key(row), cached
 
@@ -145,7 +138,7 @@ def cache_files(folder: str) -> list[str]:
 
 
 def read_cache_file(
-    path: str, model: str, dimension: int | None, counters: _Counters | None = None
+    path: str, model: str, dimension: int | None, counts: Counts | None = None
 ) -> Iterator[tuple[str, CachedVector]]:
     """(text key, vector) of this model in one --embedding_cache file, checked one by one.
 
@@ -167,13 +160,13 @@ def read_cache_file(
                         continue  # another model's: not this run's to use
                     cached = checked_cache_row(row, model, dimension)
                     if cached is None:
-                        if counters is not None:
-                            counters.invalid.inc()
+                        if counts is not None:
+                            counts.stat("embedding_cache_entries_invalid")
                         continue
                     yield row["text_sha256"], cached
     except Exception as e:
-        if counters is not None:
-            counters.unreadable.inc()
+        if counts is not None:
+            counts.stat("embedding_cache_files_unreadable")
         _LOG.warning(
             "--embedding_cache: skipping %s, which is not a readable cache file (%s: %s); "
             "its texts are embedded again",
@@ -183,23 +176,21 @@ def read_cache_file(
         )
 
 
-class _FromFolder(beam.DoFn):
+class _FromFolder(Counts, beam.DoFn):
     def __init__(self, model: str, dimension: int | None) -> None:
         self.model = model
         self.dimension = dimension
-        self.counters = _Counters()
 
     def process(self, path: str) -> Iterator[tuple[str, CachedVector]]:
-        yield from read_cache_file(path, self.model, self.dimension, self.counters)
+        yield from read_cache_file(path, self.model, self.dimension, self)
 
 
-class _FromRows(beam.DoFn):
+class _FromRows(Counts, beam.DoFn):
     def __init__(self, dimension: int | None) -> None:
         self.dimension = dimension
-        self.counters = _Counters()
 
     def process(self, row: dict) -> Iterator[tuple[str, CachedVector]]:
-        yield from entries_of_rows(row, self.dimension, self.counters)
+        yield from entries_of_rows(row, self.dimension, self)
 
 
 class CachedVectors(beam.PTransform):

@@ -15,13 +15,12 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 from apache_beam.ml.rag.types import Chunk, Content, Embedding
 
 from schemas.arrow import CHUNK_COLUMNS, chunk_schema
 from schemas.columns import CHUNKS
 from schemas.records import CONTEXT_JOINER
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 
 # How a Beam Chunk's `id` is made from chunk_id: as it is (Milvus, BigQuery, AlloyDB take any
 # string), or as the UUID that its 32 hex digits spell, for Qdrant, whose point ids are UUIDs
@@ -114,18 +113,16 @@ def from_beam_chunk(chunk: Chunk, embedding_model: str | None = None) -> dict[st
     return row
 
 
-class _ToBeamChunks(beam.DoFn):
+class _ToBeamChunks(Counts, beam.DoFn):
     def __init__(self, ids: str, parents: bool) -> None:
         self.ids = ids
         self.parents = parents
-        self.made = Metrics.counter(NAMESPACE, "beam_chunks")
-        self.parents_left_out = Metrics.counter(NAMESPACE, "beam_chunks_parents_left_out")
 
     def process(self, row: dict[str, Any]) -> Iterator[Chunk]:
         if row["is_parent"] and not self.parents:
-            self.parents_left_out.inc()
+            self.stat("beam_chunks_parents_left_out")
             return
-        self.made.inc()
+        self.stat("beam_chunks")
         yield to_beam_chunk(row, self.ids)
 
 

@@ -17,11 +17,10 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
 from runs.run_folder import RunFolder
 from schemas.columns import CHANGES, CHUNKS
-from transforms.common import NAMESPACE
+from transforms.stage_base import Counts
 from transforms.stores import StoreSpec
 from transforms.stores.base import CHUNK_COLUMNS, LoadState, VectorStore, store_table
 
@@ -97,7 +96,7 @@ def choose_mode(state: LoadState, run: RunToLoad, full: bool = False) -> tuple[s
     return INCREMENTAL, f"the store holds run {state.run_id}, which {run.output} was rebuilt from"
 
 
-class _StoreFn(beam.DoFn):
+class _StoreFn(Counts, beam.DoFn):
     """A DoFn with one store connection per instance."""
 
     def __init__(self, spec: StoreSpec) -> None:
@@ -115,11 +114,10 @@ class _StoreFn(beam.DoFn):
 class _Upsert(_StoreFn):
     def __init__(self, spec: StoreSpec) -> None:
         super().__init__(spec)
-        self.upserted = Metrics.counter(NAMESPACE, "chunks_upserted")
 
     def process(self, rows: Any) -> Iterator[int]:  # a pyarrow.Table of store rows
         n = self.store.upsert(rows)
-        self.upserted.inc(n)
+        self.stat("chunks_upserted", n)
         yield n
 
 
@@ -130,12 +128,11 @@ class _DeleteIds(_StoreFn):
 
     def __init__(self, spec: StoreSpec) -> None:
         super().__init__(spec)
-        self.deleted = Metrics.counter(NAMESPACE, "chunks_deleted")
 
     def process(self, chunk_ids: list[str], upserted: list[int], kept: list[str]) -> Iterator[int]:
         held = set(kept)
         n = self.store.delete([i for i in chunk_ids if i not in held])
-        self.deleted.inc(n)
+        self.stat("chunks_deleted", n)
         yield n
 
 
@@ -146,11 +143,10 @@ class _DeleteOtherRuns(_StoreFn):
     def __init__(self, spec: StoreSpec, run_id: str) -> None:
         super().__init__(spec)
         self.run_id = run_id
-        self.deleted = Metrics.counter(NAMESPACE, "chunks_deleted")
 
     def process(self, _: None, upserted: list[int]) -> Iterator[int]:
         n = self.store.delete_other_runs(self.run_id)
-        self.deleted.inc(n)
+        self.stat("chunks_deleted", n)
         yield n
 
 
