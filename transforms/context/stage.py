@@ -69,7 +69,12 @@ def _path_context(
     chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counters: _Counters, source: str
 ) -> Chunk:
     return _with_header(
-        chunk, path_header(chunk), source, fitter, counters, config.max_header_tokens
+        chunk,
+        path_header(chunk, config.header_folders),
+        source,
+        fitter,
+        counters,
+        config.max_header_tokens,
     )
 
 
