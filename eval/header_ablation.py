@@ -13,8 +13,10 @@ as a run (chunks/ with the job's schema, run_manifest.json, cost_report.json) th
 `corpus-chunker evaluate` scores like any other. The chunks themselves, their ids and texts,
 stay those of RUN, so the only difference between two such runs is the header.
 
-With every part kept the rebuilt header must be the one the job wrote: the count of chunks
-where it is not is printed (and stored in the manifest), a check that the parts are the job's.
+With the parts the run's own header holds kept (`job_parts`: every part but the folder since
+--header_folders and its default 0; every part for a run of an older config_version) the rebuilt
+header must be the one the job wrote: the count of chunks where it is not is printed (and stored
+in the manifest), a check that the parts are the job's.
 A chunk whose text is unchanged keeps RUN's vector (the same model gives the same vector).
 """
 
@@ -59,6 +61,15 @@ def header_parts(
     return {"folder": folder, "file": file, "title": heading, "sections": headings, "term": term}
 
 
+def job_parts(config: dict) -> set[str] | None:
+    """The parts the run's own path header is made of: no folder at --header_folders=0 (the
+    default since config_version 12), every part before the flag existed; None for other
+    values (the folder part here is prose's one folder and code's two)."""
+    if "header_folders" not in config:
+        return set(PARTS)
+    return set(PARTS) - {"folder"} if config["header_folders"] == 0 else None
+
+
 def ablated_header(parts: dict, keep: set[str]) -> str:
     """The header of the kept parts, joined as `path_header` joins them."""
     from transforms.context.config import PATH_SEPARATOR
@@ -100,6 +111,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     rows = table.to_pylist()
     documents = source.read_table("documents", ["doc_id", "text"]).to_pylist()
     terms = {d["doc_id"]: frozenset(definition_terms(d["text"] or "")) for d in documents}
+    checked = keep == job_parts(config)  # the run's own header rebuilt: it must be the job's
     started = time.time()
     contexts, texts, mismatched = [], [], 0
     for row in rows:
@@ -112,7 +124,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         header = ablated_header(parts, keep)
         fitted = fit_header(header, row["text"], config["chunk_size"], tokenizer,
                             config["context_max_tokens"]) if header else None  # fmt: skip
-        if keep == set(PARTS) and fitted != row["context"]:
+        if checked and fitted != row["context"]:
             mismatched += 1
         contexts.append(fitted)
         texts.append(f"{fitted}{CONTEXT_JOINER}{row['text']}" if fitted else row["text"])
@@ -152,7 +164,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         "config": ablated,
         "config_fingerprint": stable_hash(json.dumps(ablated, sort_keys=True), length=16),
         "headers_from": os.path.abspath(run),
-        "full_header_mismatches": mismatched if keep == set(PARTS) else None,
+        "full_header_mismatches": mismatched if checked else None,
     }
     RunFolder(output).write_manifest(manifest, [shard, report_path])
     return {**report, "full_header_mismatches": manifest["full_header_mismatches"]}
@@ -169,7 +181,7 @@ def main() -> None:
         f"header parts {args.keep or '(none)'}: {done['reembedded_chunks']} of {done['chunks']} "
         f"chunks re-embedded, {done['header_tokens']} header tokens, {done['seconds']:.0f} s"
         + (
-            f", {done['full_header_mismatches']} full headers differ from the job's"
+            f", {done['full_header_mismatches']} rebuilt headers differ from the job's"
             if done["full_header_mismatches"] is not None
             else ""
         )

@@ -53,7 +53,8 @@ LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
 # the questions with their sources renamed alike.
 NEUTRAL_CONFIGS = {"neutral-default": []}
 # Header ablation (eval.header_ablation): neutral-default's chunks re-embedded with only these
-# parts of the path header; "header-all" rebuilds the whole header (a check: same as the job's).
+# parts of the path header; "header-no-folder" rebuilds the job's own header (--header_folders=0,
+# the default: a check that it is the job's), "header-all" adds the folder the job had before.
 HEADER_CONFIGS = {
     "header-all": ("folder", "file", "title", "sections", "term"),
     "header-no-folder": ("file", "title", "sections", "term"),

@@ -126,15 +126,24 @@ class ChunkCorpusOptions(PipelineOptions):
             "--context",
             default="path",
             choices=["none", "path", "llm"],
-            help="Contextual header before each chunk: none, path (folder and file name, "
-            "title and section path, e.g. 'postgresql/sql-vacuum.html > VACUUM > Description'), "
-            "or llm (one line written by a chat model). Default path.",
+            help="Contextual header before each chunk: none, path (file name, title and "
+            "section path, e.g. 'sql-vacuum.html > VACUUM > Description'; --header_folders "
+            "adds folders), or llm (one line written by a chat model). Default path.",
         )
         g.add_argument(
             "--context_max_tokens",
             type=int,
             default=32,
             help="Token room reserved for a path header (default 32 tokens).",
+        )
+        g.add_argument(
+            "--header_folders",
+            type=int,
+            default=0,
+            help="Folders above the file name kept in a path header (and an LLM line's "
+            "fallback): 0 the file name alone, 1 its folder too "
+            "('postgresql/sql-vacuum.html > VACUUM'), N the last N folders. Raise it where "
+            "folder names say what the documents are about (default 0 folders).",
         )
         g.add_argument(
             "--llm_base_url",
@@ -430,6 +439,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
     context = ContextConfig(
         mode=o.context,
         max_header_tokens=o.context_max_tokens,
+        header_folders=o.header_folders,
         llm_base_url=o.llm_base_url,
         llm_model=o.llm_model,
         llm_api_key_env=o.llm_api_key_env,
@@ -494,6 +504,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         "parent_chunk_size": o.parent_chunk_size,
         "context": o.context,
         "context_max_tokens": o.context_max_tokens,
+        "header_folders": o.header_folders if o.context != "none" else None,
         "llm_model": o.llm_model if o.context == "llm" else None,
         "llm_context_tokens": o.llm_context_tokens if o.context == "llm" else None,
         # The backend, its settings and the ONNX file's hash are part of it (torch: the name).

@@ -41,7 +41,7 @@ from transforms.context import (
     path_header,
     retry_policy,
 )
-from transforms.context.stage import _with_header
+from transforms.context.stage import _with_header, path_contexts
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
 
@@ -212,6 +212,8 @@ class Sleeps(list):
         ({"mode": "llm", "llm_model": "m"}, "llm_base_url"),
         ({"mode": "llm", "llm_base_url": "http://x/v1"}, "llm_model"),
         ({"max_header_tokens": 0}, "--context_max_tokens"),
+        ({"header_folders": -1}, "--header_folders must be >= 0"),
+        ({"header_folders": 1.5}, "--header_folders must be an integer"),
         ({"llm_timeout_s": 0}, "llm_timeout_s"),
         ({"llm_max_retries": -1}, "llm_max_retries"),
         ({"llm_concurrency": 0}, "llm_concurrency"),
@@ -238,16 +240,16 @@ def test_header_reserve_and_cost() -> None:
 
 def test_path_header_prose_drops_a_first_heading_equal_to_the_title() -> None:
     chunk = make_chunk("x", section_path=("Widget Manual", "Installation", "Linux", "Debian"))
-    assert path_header(chunk) == "guide/widget.md > Widget Manual > Installation > Linux > Debian"
-    # no title: the file with its folder (a bare "copyright" or "changelog" says nothing)
-    assert path_header(make_chunk("x", title=None, section_path=())) == "guide/widget.md"
+    assert path_header(chunk) == "widget.md > Widget Manual > Installation > Linux > Debian"
+    # no title: the file name alone
+    assert path_header(make_chunk("x", title=None, section_path=())) == "widget.md"
     untitled = make_chunk("x", title=None, section_path=("Install",))
-    assert path_header(untitled) == "guide/widget.md > Install"
+    assert path_header(untitled) == "widget.md > Install"
 
 
 def test_path_header_prose_starts_with_where_the_document_is() -> None:
-    # The folder and file name name what a title often does not: the product a page documents
-    # ("postgresql/"), the command it is about ("sql-vacuum"); see README, Measuring retrieval.
+    # The file name names what a title often does not: the command a page is about
+    # ("sql-vacuum"); the folder only with --header_folders (see docs/decisions.md).
     chunk = make_chunk(
         "x",
         source="gs://bucket/postgresql/sql-vacuum.html?generation=3#frag",
@@ -255,15 +257,15 @@ def test_path_header_prose_starts_with_where_the_document_is() -> None:
         title="VACUUM",
         section_path=("VACUUM", "Description"),
     )
-    assert path_header(chunk) == "postgresql/sql-vacuum.html > VACUUM > Description"
+    assert path_header(chunk) == "sql-vacuum.html > VACUUM > Description"
     # a header cut to its budget keeps its start: where the document is survives
     cut = fit_header(
-        path_header(chunk), "text " * 40, 52, make_tokenizer("cl100k_base"), max_header_tokens=8
+        path_header(chunk, 1), "text " * 40, 52, make_tokenizer("cl100k_base"), max_header_tokens=8
     )
     assert cut is not None and cut.startswith("postgresql/sql-vacuum")
 
 
-def test_path_header_code_uses_the_source_tail() -> None:
+def test_path_header_code_uses_the_file_name() -> None:
     chunk = make_chunk(
         "def bar(): ...",
         source="/repo/src/pkg/path/to/file.py",
@@ -271,7 +273,86 @@ def test_path_header_code_uses_the_source_tail() -> None:
         title=None,
         section_path=("class Foo", "def bar"),
     )
-    assert path_header(chunk) == "path/to/file.py > class Foo > def bar"
+    assert path_header(chunk) == "file.py > class Foo > def bar"
+
+
+PROSE_SOURCE = "/corpus/postgresql/html/sql-vacuum.html"
+CODE_SOURCE = "/repo/src/pkg/path/to/file.py"
+
+
+@pytest.mark.parametrize(
+    ("folders", "prose", "code"),
+    [
+        (0, "sql-vacuum.html > VACUUM > Description", "file.py > class Foo > def bar"),
+        # 1: prose's header before config_version 12
+        (1, "html/sql-vacuum.html > VACUUM > Description", "to/file.py > class Foo > def bar"),
+        # 2: code's header before config_version 12
+        (
+            2,
+            "postgresql/html/sql-vacuum.html > VACUUM > Description",
+            "path/to/file.py > class Foo > def bar",
+        ),
+        # more folders than the path has: all of them, no scheme or drive
+        (
+            9,
+            "corpus/postgresql/html/sql-vacuum.html > VACUUM > Description",
+            "repo/src/pkg/path/to/file.py > class Foo > def bar",
+        ),
+    ],
+)
+def test_header_folders_keeps_that_many_folders_above_the_file(folders, prose, code) -> None:
+    html = make_chunk("x", source=PROSE_SOURCE, doc_type="html", title="VACUUM",
+                      section_path=("VACUUM", "Description"))  # fmt: skip
+    py = make_chunk("x", source=CODE_SOURCE, doc_type="code", title=None,
+                    section_path=("class Foo", "def bar"))  # fmt: skip
+    assert path_header(html, folders) == prose
+    assert path_header(py, folders) == code
+
+
+def test_header_folders_reaches_the_path_stage() -> None:
+    chunk = make_chunk("Run the installer.", source="/corpus/postgresql/sql-vacuum.html")
+    counters = Counts()
+    fitter = HeaderFitter.for_budget(TokenBudget(chunk_size=64))
+    for folders, header in ((0, "sql-vacuum.html"), (1, "postgresql/sql-vacuum.html")):
+        config = ContextConfig("path", header_folders=folders)
+        (out,) = path_contexts([chunk], config, fitter, counters)
+        assert out.context == f"{header} > Widget Manual > Installation"
+
+
+# (source, doc_type, title, section path, the document's definition terms)
+ABLATION_CASES = [
+    (PROSE_SOURCE, "html", "VACUUM", ("VACUUM", "Description"), ()),
+    (PROSE_SOURCE, "html", "VACUUM", ("Notes", "Examples"), ()),
+    (PROSE_SOURCE, "html", None, ("Description",), ()),
+    (PROSE_SOURCE, "html", "VACUUM", (), ()),
+    ("/corpus/zlib1g-dev/copyright", "text", None, (), ()),
+    ("gs://b/docs/guide/widget.md?generation=3#L4", "markdown", "Widget", ("## widget",), ()),
+    ("/x/c5/api.html", "html", "API", ("API", "Context", "class Context(c)", "invoke(f)"),
+     ("class Context(c)", "invoke(f)")),
+    ("/x/c5/api.html", "html", "invoke(f)", ("invoke(f)",), ("invoke(f)",)),
+    ("/x/c2/sql-vacuum.html", "html", "sql-vacuum.html", ("Usage",), ()),
+    (CODE_SOURCE, "code", None, ("class Foo", "def bar"), ()),
+    (CODE_SOURCE, "code", None, (), ()),
+    ("C:\\repo\\pkg\\mod.py", "code", None, ("def f",), ()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "doc_type", "title", "sections", "terms"), ABLATION_CASES)
+def test_the_job_s_header_is_the_evaluation_s_no_folder_header(
+    source, doc_type, title, sections, terms
+) -> None:
+    """docs/evaluation.md's "no folder" row (eval.header_ablation --keep file title sections
+    term) is what the job writes by default; with every part kept, it is --header_folders=1 for
+    prose and 2 for code (the job's header before config_version 12)."""
+    from eval.header_ablation import PARTS, ablated_header, header_parts, job_parts
+
+    chunk = make_chunk("x", source=source, doc_type=doc_type, title=title, section_path=sections)
+    parts = header_parts(source, doc_type, title, list(sections), frozenset(terms))
+    assert path_header(chunk) == ablated_header(parts, {"file", "title", "sections", "term"})
+    assert job_parts({"header_folders": 0}) == {"file", "title", "sections", "term"}
+    assert job_parts({}) == set(PARTS) and job_parts({"header_folders": 1}) is None
+    old_folders = 2 if doc_type == "code" else 1
+    assert path_header(chunk, old_folders) == ablated_header(parts, set(PARTS))
 
 
 def test_fit_header_keeps_a_header_that_fits_and_cuts_one_that_does_not(cl100k) -> None:
@@ -514,10 +595,7 @@ def check_llm_output(chunks: list[Chunk]) -> None:
     assert len(chunks) == 5
     by_text = {c.text: c for c in chunks}
     assert by_text["ALWAYS_FAIL chunk text."].context_source == "path_fallback"
-    assert (
-        by_text["ALWAYS_FAIL chunk text."].context
-        == "guide/widget.md > Widget Manual > Installation"
-    )
+    assert by_text["ALWAYS_FAIL chunk text."].context == "widget.md > Widget Manual > Installation"
     for chunk in chunks:
         assert chunk.context
         assert tokenizer.count(chunk.embed_text()) <= 128
@@ -572,8 +650,7 @@ def test_add_context_llm_sends_requests_concurrently(server) -> None:
 def check_path_output(chunks: list[Chunk]) -> None:
     assert (
         sorted(c.context for c in chunks)
-        == ["guide/widget.md > Gizmos > Setup"]
-        + ["guide/widget.md > Widget Manual > Installation"] * 4
+        == ["widget.md > Gizmos > Setup"] + ["widget.md > Widget Manual > Installation"] * 4
     )
     assert {c.context_source for c in chunks} == {"path"}
 
@@ -652,7 +729,7 @@ def test_a_long_heading_is_cut_in_the_path_header() -> None:
     headings = tuple(_long_heading(i) for i in range(6))
     header = path_header(_chunk_with_headings(headings, title=_long_heading(9)))
     parts = header.split(" > ")
-    assert len(parts) == 8  # folder/file, title, six headings: each kept, each cut
+    assert len(parts) == 8  # file, title, six headings: each kept, each cut
     assert all(len(p) <= MAX_HEADING_CHARS + 1 and p.endswith(ELLIPSIS) for p in parts[1:])
     assert parts[1].startswith(_long_heading(9)[:100])
 
@@ -664,7 +741,7 @@ def test_six_40kb_headings_cost_a_header_of_bounded_size() -> None:
     tokenizer = _CountingTokenizer()
     fitted = fit_header(path_header(chunk), chunk.text, 192, tokenizer, 32, chunk.token_count)
     assert fitted is not None and tokenizer.inner.count(fitted) <= 32
-    assert fitted.startswith("docs/guide.md > Guide > ")
+    assert fitted.startswith("guide.md > Guide > ")
     assert tokenizer.chars < 12_000
 
 
@@ -675,9 +752,9 @@ def test_path_headers_stop_at_the_documents_time_limit(monkeypatch) -> None:
 
     slow_header = stage.path_header
 
-    def slow(chunk: Chunk) -> str:
+    def slow(chunk: Chunk, folders: int = 0) -> str:
         time.sleep(0.05)
-        return slow_header(chunk)
+        return slow_header(chunk, folders)
 
     monkeypatch.setattr(stage, "path_header", slow)
     chunks = [

@@ -87,7 +87,7 @@ def test_a_definition_that_fits_is_one_chunk_headed_by_its_term():
     assert chunk.section_path == ("Logging API", ADAPTER, "debug(msg, *args, **kwargs)")
     assert "Where the message emitted." in chunk.text  # its description, whole
     assert path_header(chunk) == (
-        f"html/{LOGGING}.html > Logging API > {ADAPTER} > debug(msg, *args, **kwargs)"
+        f"{LOGGING}.html > Logging API > {ADAPTER} > debug(msg, *args, **kwargs)"
     )
 
 

@@ -22,6 +22,7 @@ def config(*flags):
         (["--boilerplate_min_docs=1"], "--boilerplate_min_docs"),
         (["--boilerplate_min_fraction=0"], "--boilerplate_min_fraction"),
         (["--context_max_tokens=0"], "--context_max_tokens"),
+        (["--header_folders=-1"], "--header_folders must be >= 0"),
         (["--llm_concurrency=0"], "--llm_concurrency"),
         (["--context=llm"], "--llm_base_url"),
         (["--embedding_model=/tmp"], "--embedding_model='/tmp'"),
@@ -74,6 +75,23 @@ def test_defaults_are_valid_and_fingerprinted():
         == config("--embedding_model=none", "--price_per_million_tokens=1").fingerprint
     )
     assert c.fingerprint != config("--embedding_model=none", "--chunk_size=256").fingerprint
+
+
+def test_header_folders_is_fingerprinted_where_a_header_is_written():
+    default = config("--embedding_model=none")
+    assert default.context.header_folders == 0
+    assert default.settings["header_folders"] == 0
+    assert default.fingerprint == config("--embedding_model=none", "--header_folders=0").fingerprint
+    one = config("--embedding_model=none", "--header_folders=1")
+    assert one.context.header_folders == 1 and one.settings["header_folders"] == 1
+    two = config("--embedding_model=none", "--header_folders=2")
+    assert len({default.fingerprint, one.fingerprint, two.fingerprint}) == 3
+    # no header, nothing it could change: the same chunks whatever the flag says
+    none = [
+        config("--embedding_model=none", "--context=none", f"--header_folders={n}") for n in (0, 2)
+    ]
+    assert none[0].settings["header_folders"] is None
+    assert none[0].fingerprint == none[1].fingerprint
 
 
 def test_a_folder_input_means_every_file_under_it(tmp_path):

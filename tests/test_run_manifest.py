@@ -28,6 +28,7 @@ CONFIG: dict[str, Any] = {
     "parent_chunk_size": None,
     "context": "path",
     "context_max_tokens": 32,
+    "header_folders": 0,
     "llm_model": None,
     "llm_context_tokens": None,
     "embedding_model": "test-model",

@@ -13,7 +13,7 @@ from typing import Any
 
 from schemas.records import stable_hash
 
-CONFIG_VERSION = 11  # bump when a code change alters output for the same flags
+CONFIG_VERSION = 12  # bump when a code change alters output for the same flags
 
 # The settings that change the output (not paths, runner, prices, the token engine).
 FINGERPRINT_KEYS = (
@@ -25,6 +25,7 @@ FINGERPRINT_KEYS = (
     "parent_chunk_size",
     "context",
     "context_max_tokens",
+    "header_folders",
     "llm_model",
     "llm_context_tokens",
     "embedding_model",

@@ -23,6 +23,9 @@ class ContextConfig:
 
     mode: str = "none"
     max_header_tokens: int = 32  # cap of a path header alone, in the chunk tokenizer
+    # Folders above the file name that a path header keeps (--header_folders): 0, the file
+    # name alone; 1, "postgresql/sql-vacuum.html"; in the config fingerprint.
+    header_folders: int = 0
     llm_base_url: str | None = None  # OpenAI-compatible, e.g. "http://localhost:8000/v1"
     llm_model: str | None = None
     llm_api_key_env: str | None = None  # name of the env var holding the key; None: no key
@@ -47,6 +50,12 @@ class ContextConfig:
             raise ValueError(f"--context must be one of {MODES}, got {self.mode!r}")
         if self.max_header_tokens < 1:
             raise ValueError(f"--context_max_tokens must be positive, got {self.max_header_tokens}")
+        if isinstance(self.header_folders, bool) or not isinstance(self.header_folders, int):
+            raise ValueError(f"--header_folders must be an integer, got {self.header_folders!r}")
+        if self.header_folders < 0:
+            raise ValueError(
+                f"--header_folders must be >= 0 (0: the file name alone), got {self.header_folders}"
+            )
         if self.llm_context_tokens < 1:
             raise ValueError(
                 f"--llm_context_tokens must be positive, got {self.llm_context_tokens}"

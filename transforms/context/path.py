@@ -1,4 +1,4 @@
-"""Path headers: a chunk's folder and file, title and section path; `HeaderFitter` cuts any
+"""Path headers: a chunk's file (and folders), title and section path; `HeaderFitter` cuts any
 header (a path or an LLM line) to fit the run's token budget in both tokenizers."""
 
 from __future__ import annotations
@@ -38,24 +38,29 @@ def _source_tail(source: str, parts: int) -> str:
     return "/".join(components[-parts:])
 
 
-def path_header(chunk: Chunk) -> str:
-    """The chunk's place in its corpus and document, e.g. "docs/guide.md > Guide > Installation".
+def path_header(chunk: Chunk, folders: int = 0) -> str:
+    """The chunk's place in its corpus and document, e.g. "guide.md > Guide > Installation".
 
-    Prose: the folder and file name ("postgresql/sql-vacuum.html", "zlib1g-dev/copyright"),
-    the title, then the section path, without repeating a first heading equal to the title.
-    Code: the last three components of the source path, then the enclosing class/function
-    path. The path comes first: a header cut to its budget loses the deepest headings, never
-    where the document is. A chunk that starts inside a Markdown table (one too large for a
-    chunk, split between rows) gets the table's header row on a line after the path.
+    The file name of its source ("sql-vacuum.html", "copyright") with the last `folders`
+    folders above it (--header_folders: 1 gives "postgresql/sql-vacuum.html"), then for prose
+    the title and the section path, without repeating a first heading equal to the title, and
+    for code the enclosing class/function path. By default (0) no folder: on the evaluation's
+    tune half with neutral folder names, a folder that names nothing cost Recall@10 and MRR@10
+    (docs/evaluation.md, "no folder"); this is the header `eval.header_ablation` builds with
+    `--keep file title sections term`. The path comes first: a header cut to its budget loses
+    the deepest headings, never where the document is. A chunk that starts inside a Markdown
+    table (one too large for a chunk, split between rows) gets the table's header row on a
+    line after the path.
     """
+    place = _source_tail(chunk.source, folders + 1)
     sections = [s for s in (_clean_heading(s) for s in chunk.section_path) if s]
     if chunk.doc_type == "code":
-        parts = [_source_tail(chunk.source, 3), *sections]
+        parts = [place, *sections]
     else:
         title = _clean_heading(chunk.title or "")
         if sections and title and _same_heading(sections[0], title):
             sections = sections[1:]
-        parts = [_source_tail(chunk.source, 2), title, *sections]
+        parts = [place, title, *sections]
     out: list[str] = []
     for part in parts:
         if part and not (out and _same_heading(out[-1], part)):

@@ -48,7 +48,14 @@ def _with_header(
 def _path_context(
     chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
 ) -> Chunk:
-    return _with_header(chunk, path_header(chunk), source, fitter, counts, config.max_header_tokens)
+    return _with_header(
+        chunk,
+        path_header(chunk, config.header_folders),
+        source,
+        fitter,
+        counts,
+        config.max_header_tokens,
+    )
 
 
 def path_contexts(
