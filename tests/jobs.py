@@ -9,10 +9,10 @@ the FnApiRunner directly: the same engine the DirectRunner ends on. The runner t
 Beam's construction-time type check (`--pipeline_type_check`, on by default) costs about
 1.1 s of CPU per run of this job: each of its ~400 checks re-parses the pipeline options.
 It depends on the graph only, not on the data, so the runs here skip it
-(`--no_pipeline_type_check`) unless argv says otherwise; every run that does not come
-through here keeps it: the demo run and the others of tests/e2e/conftest.py, the runner
-tests, the jobs started in processes of their own (crash, interrupt, bench), and
-tests/test_cli.py.
+(`--no_pipeline_type_check`) unless argv says otherwise, as do tests/e2e/test_crash.py's
+jobs in processes of their own. The other runs keep it: the demo run and the others of
+tests/e2e/conftest.py, the runner tests, the jobs of the interrupt, memory and bad-input
+tests and of the benchmarks, and tests/test_cli.py.
 """
 
 from __future__ import annotations

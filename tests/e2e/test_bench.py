@@ -1,16 +1,24 @@
 """Every script of bench/ at a tiny size: it starts, runs the stages it times, and prints its
 table, so that a change to a stage cannot break a benchmark unseen.
 
-Each runs as `make bench` and the README run them, a file given to this Python
-(`python bench/x.py`), in a fresh process, offline, with this checkout first on sys.path. The
-figures of such tiny runs mean nothing; what is checked is the shape of the output and the
-values that do not depend on the machine (counts, token limits, what a rebuild reuses).
+The scripts that start nothing heavy of their own (chunkers, memory, the two PDF ones) run as
+`make bench` and the README run them: a file given to this Python (`python bench/x.py`), in a
+fresh process, offline, with this checkout first on sys.path; that checks the way a script
+is started. The four that import Beam, torch and the model in their own process (embedding,
+nightly, progress, scaling) run here as `__main__` (`runpy.run_path`, the same file and
+argv), in this test process, which has those imported already: about 5 s of CPU each.
+The figures of such tiny runs mean nothing; what is checked is the shape of the output and
+the values that do not depend on the machine (counts, token limits, what a rebuild reuses).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -44,6 +52,29 @@ def run_bench(script: str, *args: str, timeout: int = 600) -> str:
     )
     assert done.returncode == 0, f"bench/{script} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return done.stdout
+
+
+def run_bench_here(script: str, *args: str) -> str:
+    """stdout of bench/<script> run as `__main__` in this process, with that argv, from the
+    checkout's root; the environment, the root logger's level, sys.argv and the working folder
+    are put back after it."""
+    path = str(REPO / "bench" / script)
+    environ, level, argv, cwd = dict(os.environ), logging.getLogger().level, sys.argv, os.getcwd()
+    out = io.StringIO()
+    sys.argv = [path, *args]
+    os.chdir(REPO)  # as run_bench runs them: paths in args are the checkout's
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        assert e.code in (0, None), f"bench/{script} exited {e.code}:\n{out.getvalue()[-4000:]}"
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+        logging.getLogger().setLevel(level)
+    return out.getvalue()
 
 
 def table(out: str, first_column: str) -> tuple[list[str], list[list[str]]]:
@@ -118,7 +149,7 @@ def test_chunkers() -> None:
 
 
 def test_embedding() -> None:
-    out = run_bench(
+    out = run_bench_here(
         "embedding.py",
         *("--chunks", "10", "--repeats", "1", "--batch-sizes", "16", "--skip-sorted"),
         *("--backends", "torch,onnx-int8"),
@@ -178,7 +209,7 @@ def test_nightly(tmp_path: Path) -> None:
         "html/tutorial-join.html",
     ):
         shutil.copy(REPO / "samples" / name, source)
-    out = run_bench(
+    out = run_bench_here(
         "nightly.py", "--docs", "4", "--source", str(source), "--work", str(tmp_path / "work")
     )
     header, rows = table(out, "step")
@@ -261,7 +292,7 @@ def test_pdf_text(tmp_path: Path) -> None:
 
 
 def test_progress() -> None:
-    out = run_bench("progress.py", "--pairs", "1", "--input", "samples/text/*")
+    out = run_bench_here("progress.py", "--pairs", "1", "--input", "samples/text/*")
     assert re.search(r"^pair 1: progress \d+\.\d\d s$", out, re.MULTILINE), out
     assert re.search(r"^pair 1: quiet \d+\.\d\d s$", out, re.MULTILINE), out
     last = (
@@ -272,7 +303,7 @@ def test_progress() -> None:
 
 
 def test_scaling() -> None:
-    out = run_bench("scaling.py", "--smoke")
+    out = run_bench_here("scaling.py", "--smoke")
     assert re.match(r"corpus: 8 files, [\d.]+ MB in 16 folders", out), out
     line = re.compile(r"^(\S.*?)\s+([\d.]+) s\s+([\d.]+) (docs|chunks)/s", re.MULTILINE)
     found = {m[1]: (float(m[2]), m[4]) for m in line.finditer(out)}
