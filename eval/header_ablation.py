@@ -97,6 +97,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     from transforms.chunking.markdown import definition_terms
     from transforms.chunking.tokens import make_tokenizer
     from transforms.context.path import fit_header
+    from transforms.cost_report import report_of
     from transforms.embedding.onnx_model import load_encoder
 
     unknown = keep - set(PARTS)
@@ -144,19 +145,21 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     shard = os.path.join(output, "chunks", "part-00000-of-00001.parquet")
     pq.write_table(out, shard)
     header_tokens = sum(tokenizer.count(c) for c in contexts if c)
-    report = source.cost_report() or {}
+    from_run = source.cost_report()
+    # not re-priced: the ablation is about retrieval
+    typed = report_of(
+        chunks=len(rows), embedded_tokens=None, cost_usd=None, header_tokens=header_tokens
+    )
+    report_path = os.path.join(output, "cost_report.json")
+    with open(report_path, "w", encoding="utf-8") as f:
+        f.write(typed.to_json())
     report = {
         "chunks": len(rows),
-        "embedded_tokens": None,  # not re-priced: the ablation is about retrieval
-        "cost_usd": None,
         "header_tokens": header_tokens,
         "reembedded_chunks": len(todo),
         "seconds": time.time() - started,
-        "from_run_embedded_tokens": report.get("embedded_tokens"),
+        "from_run_embedded_tokens": from_run.embedded_tokens if from_run else None,
     }
-    report_path = os.path.join(output, "cost_report.json")
-    with open(report_path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
     ablated = {**config, "header_parts": sorted(keep, key=PARTS.index)}
     manifest = {
         "run_id": uuid.uuid4().hex,
@@ -164,6 +167,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         "config": ablated,
         "config_fingerprint": stable_hash(json.dumps(ablated, sort_keys=True), length=16),
         "headers_from": os.path.abspath(run),
+        "ablation": report,  # what cost_report.json has no field for
         "full_header_mismatches": mismatched if checked else None,
     }
     RunFolder(output).write_manifest(manifest, [shard, report_path])

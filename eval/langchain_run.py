@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from runs.run_folder import RunFolder
 from schemas.arrow import CHUNK_COLUMNS, chunk_schema
 from schemas.records import stable_hash
+from transforms.cost_report import report_of
 from transforms.fingerprint import CONFIG_VERSION
 
 PRICE_PER_MILLION = 0.02  # the job's default --price_per_million_tokens, cl100k tokens
@@ -172,17 +173,17 @@ def main() -> None:
     shard = os.path.join(args.output, "chunks", "part-00000-of-00001.parquet")
     pq.write_table(table, shard)
     embedded = sum(r["embed_tokens"] for r in rows)
-    report = {
-        "chunks": len(rows),
-        "embedded_tokens": embedded,
-        "cost_usd": embedded * PRICE_PER_MILLION / 1e6,
-        "price_per_million_tokens": PRICE_PER_MILLION,
-        "chunks_truncated": sum(r["model_tokens"] > 256 for r in rows),
-        "embedding_seconds": seconds,
-    }
+    report = report_of(
+        price_per_million_tokens=PRICE_PER_MILLION,
+        chunks=len(rows),
+        embedded_tokens=embedded,
+        cost_usd=embedded * PRICE_PER_MILLION / 1e6,
+        chunks_truncated=sum(r["model_tokens"] > 256 for r in rows),
+        embedding_seconds=seconds,
+    )
     report_path = os.path.join(args.output, "cost_report.json")
     with open(report_path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
+        f.write(report.to_json())
     config = {
         "config_version": CONFIG_VERSION,  # a run folder of this version's format
         "embedding_model": model_name,

@@ -360,3 +360,21 @@ def test_corpus_chunker_evaluate_dispatches_to_the_evaluate_command(monkeypatch,
         chunk_corpus.main()
     assert exit_.value.code == 2
     assert "corpus-chunker evaluate: error: --questions" in capsys.readouterr().err
+
+
+def test_a_baseline_runs_report_reads_as_the_jobs(tmp_path) -> None:
+    """The evaluation's baselines (eval/langchain_run.py, eval/header_ablation.py) write their
+    cost_report.json through report_of: the typed reader takes it (a partial dict was refused
+    with "missing key 'mode'", and the LangChain row could not be scored)."""
+    from transforms.cost_report import CostReport, report_of
+
+    written = report_of(
+        price_per_million_tokens=0.02, chunks=3, embedded_tokens=120, cost_usd=120 * 0.02 / 1e6
+    )
+    (tmp_path / "cost_report.json").write_text(written.to_json())
+    read = CostReport.read(str(tmp_path))
+    assert read == written
+    assert (read.mode, read.chunks, read.embedded_tokens, read.documents_in) == ("run", 3, 120, 0)
+    ablation = report_of(chunks=5, embedded_tokens=None, cost_usd=None, header_tokens=40)
+    (tmp_path / "cost_report.json").write_text(ablation.to_json())
+    assert CostReport.read(str(tmp_path)).header_tokens == 40

@@ -366,6 +366,19 @@ class CostReport:
         return "\n".join(lines)
 
 
+def report_of(
+    mode: str = "run", price_per_million_tokens: float = 0.02, **values: Any
+) -> CostReport:
+    """A report whose counts are all zero but `values`: for a run folder made outside the job
+    (the evaluation's baselines, eval/langchain_run.py and eval/header_ablation.py), which
+    `evaluate` and `inspect` read as they read the job's."""
+    from transforms.cost_combine import CostReportFn
+
+    empty = CostReportFn().create_accumulator()
+    report = build_report(empty, Pricing(price_per_million_tokens), mode)
+    return dataclasses.replace(report, **values)
+
+
 def _finish_group(g: dict[str, float], pricing: Pricing) -> GroupCost:
     return GroupCost(
         **{**g, "embedding_seconds": round(g["embedding_seconds"], 3)},
