@@ -523,8 +523,6 @@ class HuggingFaceTokenizer:
 
     @guarded
     def count(self, text: str) -> int:
-        if self._fast is not None:
-            return len(self._fast.encode(text, add_special_tokens=self.add_special_tokens).ids)
         return len(self._ids_and_offsets(text, self.add_special_tokens)[0])
 
     @guarded

@@ -475,12 +475,13 @@ class _IdleChildren:
         with self._lock:
             if self._pid != os.getpid():  # a forked copy of this process: not its children
                 self._pid, self._idle = os.getpid(), []
-            stale = [pool for _, pool in self._idle if not _alive(pool)]
-            alive = [(k, pool) for k, pool in self._idle if _alive(pool)]
+            alive, stale = [], []
+            for started_with, pool in self._idle:
+                (alive if _alive(pool) else stale).append((started_with, pool))
             match = next((i for i, (k, _) in enumerate(alive) if k == key), None)
             found = alive.pop(match)[1] if match is not None else None
             self._idle = alive
-        for pool in stale:
+        for _, pool in stale:
             _kill(pool)
         return key, found
 
