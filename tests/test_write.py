@@ -1,4 +1,4 @@
-"""transforms/write.py: the tables through one `fileio.WriteToFiles`, read back as written."""
+"""transforms/write.py: the tables through `fileio.WriteToFiles`, read back as written."""
 
 from __future__ import annotations
 
@@ -93,3 +93,26 @@ def test_the_sink_writes_a_row_group_per_buffer_of_batches(tmp_path, monkeypatch
     assert (tmp_path / "notes").is_dir()  # the table's folder, for the rename into place
     meta = pq.ParquetFile(tmp_path / "f.parquet").metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [10, 10, 5]
+
+
+def test_chunk_rows_are_written_in_the_stage_that_makes_them(tmp_path) -> None:
+    """On the local runner a Flatten is a stage boundary: every chunk row would be encoded and
+    decoded once more before its write. The chunk write, and the per-document gathering of
+    chunk ids for the change log, fuse with chunking; the other tables share one write."""
+    from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner
+
+    from pipelines.chunk_corpus import build_pipeline
+    from pipelines.options import config_from_options
+
+    flags = ["--input", str(tmp_path / "*.md"), "--output", str(tmp_path / "out")]
+    options = PipelineOptions([*flags, "--embedding_model=none"])
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, config_from_options(options))
+    _, stages = FnApiRunner().create_stages(p.to_runner_api())
+    (chunking,) = [s for s in stages if any("_ChunkFn" in t.unique_name for t in s.transforms)]
+    names = [t.unique_name for t in chunking.transforms]
+    chunk_write = "Write tables/Tables/Write files 0/ParDo(_WriteUnshardedRecordsFn)"
+    assert any(n.startswith(chunk_write) for n in names), names
+    assert "Changes/Chunk ids of each document/Precombine" in names, names
+    # the other tables share one write, after a Flatten
+    assert any(n.startswith("Write tables/Other rows/Write/") for n in names), names

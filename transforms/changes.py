@@ -14,7 +14,7 @@ previous run every document is `added`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -94,7 +94,7 @@ class _Diff(beam.DoFn):
         row = change_row(
             doc_id,
             current,
-            set(grouped["chunk_ids"]),
+            set().union(*grouped["chunk_ids"]),
             previous,
             set(grouped.get("previous_chunk_ids", ())),
             bool(list(grouped["rejected"])),
@@ -134,6 +134,23 @@ def _rejected_key(reject: Reject) -> Iterator[tuple[str, bool]]:
         yield reject.doc_id, True
 
 
+class _IdSet(beam.CombineFn):
+    """The set of a document's chunk ids, as a sorted list."""
+
+    def create_accumulator(self) -> set[str]:
+        return set()
+
+    def add_input(self, ids: set[str], chunk_id: str) -> set[str]:
+        ids.add(chunk_id)
+        return ids
+
+    def merge_accumulators(self, accumulators: Iterable[set[str]]) -> set[str]:
+        return set().union(*accumulators)
+
+    def extract_output(self, ids: set[str]) -> list[str]:
+        return sorted(ids)
+
+
 class ChangeLog(beam.PTransform):
     """ChangeInputs -> ChangeResult: one changes/ row per document, joined on doc_id.
 
@@ -148,12 +165,15 @@ class ChangeLog(beam.PTransform):
         self.reused_rows = reused_rows
 
     def expand(self, inputs: ChangeInputs) -> ChangeResult:
+        # A document's chunk ids gathered where its chunks are made (a combine), so that one
+        # element per document, not per chunk, goes through the join's shuffle.
         chunk_ids = inputs.chunks | "Chunk ids" >> beam.Map(_chunk_key)
         if self.reused_rows is not None:
             chunk_ids = (
                 chunk_ids,
                 self.reused_rows | "Reused chunk ids" >> beam.Map(_row_key),
             ) | "All chunk ids" >> beam.Flatten()
+        chunk_ids = chunk_ids | "Chunk ids of each document" >> beam.CombinePerKey(_IdSet())
         joined = {
             "current": inputs.documents | "Key documents" >> beam.Map(_document_key),
             "chunk_ids": chunk_ids,

@@ -1,6 +1,6 @@
 """Write the chunk, document, reject and change tables as zstd Parquet shards with explicit
-schemas, through Beam's `fileio.WriteToFiles` (one write for the four tables, the table as its
-destination) and a Parquet `FileSink`."""
+schemas, through Beam's `fileio.WriteToFiles` (one write per table, fused with the stage that
+makes its rows) and a Parquet `FileSink`."""
 
 from __future__ import annotations
 
@@ -155,19 +155,29 @@ class _CompleteTables(beam.DoFn):
 
 class WriteTables(beam.PTransform):
     """(table, row) pairs -> `DIR/<table>/part-SSSSS-of-NNNNN.parquet` for each table of
-    `schemas`, through one `fileio.WriteToFiles` whose destination is the table; outputs the
-    full path of every file written, once they are all in place."""
+    `schemas`; outputs the full path of every file written, once they are all in place.
+
+    The input is one PCollection of pairs, or a tuple of them: each goes through its own
+    `fileio.WriteToFiles` (the table as its destination), which fuses with the stage that makes
+    its rows. A Flatten of them before one write would be a stage boundary on the local
+    runners (every row encoded and decoded once more), and each write adds its own stages: a
+    table of many small rows (chunks) is cheaper written alone, a few tables of few rows
+    together. A table of `schemas` that gets no row gets one empty shard.
+    """
 
     def __init__(self, output: str, schemas: dict[str, pa.Schema]) -> None:
         super().__init__()
         self.output = output
         self.schemas = schemas
 
-    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+    def expand(self, rows: beam.PCollection | tuple[beam.PCollection, ...]) -> beam.PCollection:
         output, schemas = self.output, self.schemas
-        written = (
-            rows
-            | "Write files"
+        writes = rows if isinstance(rows, tuple) else (rows,)
+        if not writes:
+            raise ValueError("WriteTables needs at least one PCollection of rows")
+        names = [
+            pairs
+            | f"Write files {i}"
             >> fileio.WriteToFiles(
                 path=output,
                 destination=_table_of,
@@ -177,10 +187,12 @@ class WriteTables(beam.PTransform):
                 file_naming=_file_naming,
                 temp_directory=StaticValueProvider(str, FileSystems.join(output, TEMP_FOLDER)),
             )
-            | "File names" >> beam.Map(lambda result: result.file_name)
-        )
+            | f"File names {i}" >> beam.Map(_file_name)
+            for i, pairs in enumerate(writes)
+        ]
+        written = names[0] if len(names) == 1 else names | "File names" >> beam.Flatten()
         return (
-            rows.pipeline
+            written.pipeline
             | "Once" >> beam.Create([None])
             | "Complete tables"
             >> beam.ParDo(_CompleteTables(output, schemas), beam.pvalue.AsList(written))
@@ -207,8 +219,9 @@ class WriteTable(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-    """Chunks, documents, rejects and changes to their Parquet tables, in one write
-    (`WriteTables`); returns the written files."""
+    """Chunks, documents, rejects and changes to their Parquet tables (`WriteTables`: the chunk
+    rows, most of the rows, written alone where they are made; the others in one write);
+    returns the written files."""
 
     def __init__(self, output: str, embedding_dim: int | None, write_chunks: bool = True) -> None:
         super().__init__()
@@ -218,22 +231,24 @@ class WriteShards(beam.PTransform):
 
     def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
         schemas = {DOCUMENTS: DOCUMENT_SCHEMA, REJECTS: REJECT_SCHEMA}
-        tagged = [
+        others = [
             tables[DOCUMENTS] | "Document rows" >> beam.Map(lambda d: (DOCUMENTS, document_row(d))),
             tables[REJECTS] | "Reject rows" >> beam.Map(lambda r: (REJECTS, reject_row(r))),
         ]
+        writes = []
         if self.write_chunks:  # an --estimate changes nothing
             schemas[CHUNKS] = chunk_schema(self.embedding_dim)
             schemas[CHANGES] = CHANGE_SCHEMA
-            tagged.append(
-                tables[CHUNKS] | "Chunk rows" >> beam.Map(lambda c: (CHUNKS, chunk_row(c)))
-            )
+            chunk_rows = tables[CHUNKS] | "Chunk rows" >> beam.Map(lambda c: (CHUNKS, chunk_row(c)))
             if REUSED_CHUNK_ROWS in tables:  # incremental: rows copied from the last run
-                tagged.append(
-                    tables[REUSED_CHUNK_ROWS] | "Reused rows" >> beam.Map(lambda r: (CHUNKS, r))
+                reused = tables[REUSED_CHUNK_ROWS] | "Reused rows" >> beam.Map(
+                    lambda r: (CHUNKS, r)
                 )
-            tagged.append(tables[CHANGES] | "Change rows" >> beam.Map(lambda r: (CHANGES, r)))
-        return tagged | "All rows" >> beam.Flatten() | "Tables" >> WriteTables(self.output, schemas)
+                chunk_rows = (chunk_rows, reused) | "New and reused chunk rows" >> beam.Flatten()
+            writes.append(chunk_rows)
+            others.append(tables[CHANGES] | "Change rows" >> beam.Map(lambda r: (CHANGES, r)))
+        writes.append(others | "Other rows" >> beam.Flatten())
+        return tuple(writes) | "Tables" >> WriteTables(self.output, schemas)
 
 
 def _make_folder(folder: str) -> None:
@@ -248,6 +263,10 @@ def _make_folder(folder: str) -> None:
 
 def _table_of(record: tuple[str, dict]) -> str:
     return record[0]
+
+
+def _file_name(result: Any) -> str:
+    return result.file_name
 
 
 def _file_naming(
