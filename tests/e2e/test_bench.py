@@ -323,3 +323,31 @@ def test_scaling() -> None:
     ):
         assert re.search(rf"^{re.escape(name)}: \d+\.\d\dx", out, re.MULTILINE), out
     assert "speed-up on 2 workers" not in out  # one runner setup: nothing to compare
+
+
+def test_shuffle() -> None:
+    out = run_bench_here("shuffle.py", "--docs", "20", "--job_flag=--embedding_model=none")
+    assert re.match(r"corpus: 20 documents \(4 JSONL records\), [\d.]+ MB of text", out), out
+    assert "change: 1 edited, 1 removed, 1 added" in out
+    # 20 documents again (1 removed, 1 added), of which the edited and the added are chunked
+    assert "rebuild: documents_in 20, unchanged 18, chunked 2, chunks_reused " in out
+    header, rows = table(out, "stage")
+    assert header == [
+        "stage",
+        "build MB",
+        "build elements",
+        "rebuild MB",
+        "rebuild elements",
+        "rebuild / build",
+    ]
+    by = {r[0]: r for r in rows}
+    build, rebuild = number(by["**total**"][1]), number(by["**total**"][3])
+    assert build > 0 and rebuild > 0
+    # every document passes the boilerplate counts and the spread on both nights
+    assert number(by["Remove boilerplate/Spread documents"][2]) == 20
+    assert number(by["Remove boilerplate/Spread documents"][4]) == 20
+    # the JSONL records' ids are checked across files on both nights
+    assert number(by["Read documents/One record an id/Group by id"][2]) == 4
+    for night in ("build", "rebuild"):
+        assert re.search(rf"^- {night}: [\d.]+ s, [\d,]+ bytes shuffled", out, re.MULTILINE)
+    assert re.search(r"^- rebuild / build, all stages: \d+\.\d{3}$", out, re.MULTILINE), out
