@@ -10,6 +10,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.combiners import CountCombineFn
 
 from bench.shuffle import change_corpus, generate_corpus, measure_shuffles, shuffled_bytes
+from schemas.records import RawDocument
+from tests.test_boilerplate import make_doc
+from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
+from transforms.ingest.read import UniqueRecordIds
 
 PAIRS = [("a", "x" * 100), ("b", "y" * 10), ("a", "z")]
 
@@ -72,3 +76,54 @@ def test_the_generated_corpus_and_its_change(tmp_path) -> None:
     edited = [n for n in corpus.documents if n in before and corpus.texts[n] != before[n]]
     assert len(edited) == 2 and len(corpus.documents) == 200
     assert generate_corpus(str(tmp_path / "d"), 200).texts == before  # the same every run
+
+
+# --- What the job's own shuffles carry: digests and ids, never the text ----------------------
+
+
+def _boilerplate_counts(line: str) -> tuple[int, int]:
+    """(bytes, elements) the boilerplate counts shuffle for 4 documents of one folder that share
+    `line`; the removal is checked to take the line out of each."""
+
+    def build(p: beam.Pipeline) -> None:
+        own = [f"Document {n} says something of its own.\n" for n in range(4)]
+        docs = [make_doc(f"/c/{n}.txt", f"{text}{line}\n") for n, text in enumerate(own)]
+        cleaned = (
+            p
+            | "Documents" >> beam.Create(docs)
+            | "Remove boilerplate" >> RemoveBoilerplate(BoilerplateConfig(min_docs=3))
+            | "Texts" >> beam.Map(lambda d: d.text)
+        )
+        assert_that(cleaned, equal_to(own))
+
+    _, measured = _run(build)
+    return measured["Remove boilerplate/Count documents per line"]
+
+
+def test_the_boilerplate_counts_shuffle_digests_whatever_the_line_length() -> None:
+    short = _boilerplate_counts("Licensed under the MIT licence.")
+    long = _boilerplate_counts("Licensed under the MIT licence. " * 60)
+    assert short == long  # 2 KB lines or 30 characters, the same bytes
+    # 5 distinct lines in the folder (4 documents' own, 1 shared), each a pair of digests
+    assert short[1] == 5 and short[0] <= 5 * 40
+
+
+def test_the_record_id_check_groups_sources_not_texts() -> None:
+    def build_with(text: str):
+        def build(p: beam.Pipeline) -> None:
+            records = [
+                RawDocument(f"/c/a.jsonl#L{n}", f"id{n % 3}", text=text) for n in range(1, 7)
+            ]
+            result = p | "Records" >> beam.Create(records) | "Unique" >> UniqueRecordIds()
+            kept = result.documents | "Kept" >> beam.Map(lambda d: d.source)
+            assert_that(kept, equal_to([f"/c/a.jsonl#L{n}" for n in (1, 2, 3)]))
+            rejected = result.rejects | "Rejected" >> beam.Map(lambda r: (r.source, r.reason))
+            expected = [(f"/c/a.jsonl#L{n}", "duplicate_id") for n in (4, 5, 6)]
+            assert_that(rejected, equal_to(expected), label="Check rejects")
+
+        return build
+
+    _, small = _run(build_with("short"))
+    _, large = _run(build_with("a long record text " * 500))
+    assert small["Unique/Group by id"] == large["Unique/Group by id"]
+    assert small["Unique/Group by id"][1] == 6
