@@ -220,13 +220,13 @@ class SplitUnchanged(beam.PTransform):
             index
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Decide"
-            >> beam.ParDo(_Decide()).with_outputs(CHANGED_IDS, KEPT_IDS, main="not_reused")
+            >> beam.ParDo(_Decide()).with_outputs(CHANGED_IDS, KEPT_IDS, main=NOT_REUSED_IDS)
         )
         routed = docs | "Route" >> beam.ParDo(
             _Route(), beam.pvalue.AsDict(verdicts[CHANGED_IDS])
         ).with_outputs(UNCHANGED, main="changed")
         return SplitResult(
-            routed.changed, routed[UNCHANGED], verdicts[KEPT_IDS], verdicts.not_reused
+            routed.changed, routed[UNCHANGED], verdicts[KEPT_IDS], verdicts[NOT_REUSED_IDS]
         )
 
 
