@@ -127,3 +127,14 @@ def test_the_record_id_check_groups_sources_not_texts() -> None:
     _, large = _run(build_with("a long record text " * 500))
     assert small["Unique/Group by id"] == large["Unique/Group by id"]
     assert small["Unique/Group by id"][1] == 6
+
+
+def test_no_boilerplate_step_gathers_a_group() -> None:
+    """Every shuffle of the boilerplate pass is a combine or a side input: no GroupByKey gathers
+    the lines of a folder, which for a flat folder of many documents would be one huge element.
+    """
+    p = beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+    docs = p | "Documents" >> beam.Create([make_doc("/c/1.txt", "A line of the text.\n")])
+    _ = docs | "Remove boilerplate" >> RemoveBoilerplate(BoilerplateConfig())
+    found = [s for s in measure_shuffles(p) if s.stage.startswith("Remove boilerplate/")]
+    assert found and {s.kind for s in found} == {"combine", "side input"}, found
