@@ -164,8 +164,10 @@ def build_pipeline(
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
     rejects = merge("All rejects", early_rejects, chunked.rejects, embedded.rejects)
     documents = merge("All documents", chunked.documents, rebuild.unchanged)
-    changes = ChangeInputs(documents, chunks, rejects) | "Changes" >> ChangeLog(
-        tables, rebuild.reused_rows
+    # the reused documents' change rows are made where they are: only the others are joined
+    changed = documents if rebuild.reused is None else chunked.documents
+    changes = ChangeInputs(changed, chunks, rejects) | "Changes" >> ChangeLog(
+        tables, rebuild.reused
     )
     tables_out = {CHUNKS: chunks, DOCUMENTS: documents, REJECTS: rejects, CHANGES: changes.rows}
     if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs

@@ -116,19 +116,28 @@ def write_atomically(path: str, text: str) -> None:
     FileSystems.rename([tmp], [path])  # an object store shows the object whole, or not
 
 
+def file_entry(path: str) -> dict[str, Any]:
+    """{bytes, sha256} of one file, read back as written."""
+    digest, size = hashlib.sha256(), 0
+    with FileSystems.open(path) as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+def inventory_of(folder: str, entries: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """{path relative to `folder`: entry} of (path, file_entry) pairs, sorted by path."""
+    root = folder.rstrip("/") + "/"
+    return {
+        (path[len(root) :] if path.startswith(root) else path): entry
+        for path, entry in sorted(dict(entries).items())
+    }
+
+
 def file_inventory(folder: str, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
     """{path relative to `folder`: {bytes, sha256}} of each file, read back as written."""
-    inventory = {}
-    root = folder.rstrip("/") + "/"
-    for path in sorted(set(paths)):
-        digest, size = hashlib.sha256(), 0
-        with FileSystems.open(path) as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-                size += len(block)
-        name = path[len(root) :] if path.startswith(root) else path
-        inventory[name] = {"bytes": size, "sha256": digest.hexdigest()}
-    return inventory
+    return inventory_of(folder, ((path, file_entry(path)) for path in set(paths)))
 
 
 # What a run's manifest may list: the shards of its tables, and its cost report.

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from runs.manifest import file_inventory, write_atomically
+from runs.manifest import file_entry, inventory_of, write_atomically
 from transforms.cost_combine import CostReportFn
 from transforms.cost_report import REPORT_JSON, REPORT_MARKDOWN, CostReport, Pricing, build_report
 from transforms.stat_events import chunk_events, reject_event
@@ -43,17 +43,26 @@ class _WriteReport(beam.DoFn):
         yield report
 
 
+def _hashed(path: str) -> tuple[str, dict[str, Any]]:
+    return path, file_entry(path)
+
+
 class _WriteManifest(beam.DoFn):
     def __init__(self, output: str, manifest: dict[str, Any]) -> None:
         self.output = output
         self.manifest = manifest
 
-    def process(self, report: CostReport, written_files: list[str]) -> Iterator[str]:
+    def process(
+        self, report: CostReport, hashed_files: list[tuple[str, dict[str, Any]]]
+    ) -> Iterator[str]:
         manifest = dict(self.manifest)
         # Every file of the run with its size and hash: a later run reuses exactly these, and
-        # checks them first (transforms/incremental.py).
+        # checks them first (transforms/incremental.py). The data files were hashed in
+        # parallel (Account); the two reports, small, here.
         reports = [FileSystems.join(self.output, n) for n in (REPORT_JSON, REPORT_MARKDOWN)]
-        manifest["files"] = file_inventory(self.output, [*written_files, *reports])
+        manifest["files"] = inventory_of(
+            self.output, [*hashed_files, *((path, file_entry(path)) for path in reports)]
+        )
         manifest["finished_at"] = datetime.datetime.now(datetime.UTC).isoformat()
         manifest["counts"] = {
             k: getattr(report, k)
@@ -149,6 +158,13 @@ class Account(beam.PTransform):
             _WriteReport(self.output, self.pricing, mode, self.manifest.get("previous_output")),
             written_list,
         )
+        # Each data file is hashed on its own, spread over the workers: not one after
+        # another in the one step that writes the manifest.
+        hashed = (
+            inputs.written
+            | "Spread files to hash" >> beam.Reshuffle()
+            | "Hash files" >> beam.Map(_hashed).with_output_types(tuple[str, dict[str, Any]])
+        )
         return report | "Write manifest" >> beam.ParDo(
-            _WriteManifest(self.output, self.manifest), written_list
+            _WriteManifest(self.output, self.manifest), beam.pvalue.AsList(hashed)
         )

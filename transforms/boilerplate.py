@@ -7,6 +7,7 @@ lines are ever removed. The pure core works without Beam; `RemoveBoilerplate` is
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -368,29 +369,51 @@ def _not_html(doc: Document) -> bool:
     return doc.doc_type not in ("html", "pdf", "docx", "pptx")
 
 
-def _group_line_pairs(doc: Document) -> Iterator[tuple[str, str]]:
-    group = group_of(doc)
+DIGEST_BYTES = 12
+"""What the counts shuffle of a group and of a line: a blake2b digest of its name or key, not
+the text (a collision of two of 2**96 within one group is not a concern)."""
+
+
+def digest(text: str) -> bytes:
+    """The digest that stands for a group or a line key in the counts."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
+
+
+def _group_line_pairs(doc: Document) -> Iterator[tuple[bytes, bytes]]:
+    group = digest(group_of(doc))
     for key in sorted(candidate_keys(doc)):
-        yield group, key
+        yield group, digest(key)
 
 
-def _enough_docs(entry: tuple[tuple[str, str], int], min_docs: int) -> bool:
+def _enough_docs(entry: tuple[tuple[bytes, bytes], int], min_docs: int) -> bool:
     return entry[1] >= min_docs
 
 
-def _key_count_by_group(entry: tuple[tuple[str, str], int]) -> tuple[str, tuple[str, int]]:
-    (group, key), n = entry
-    return group, (key, n)
+def _group_digest(doc: Document) -> bytes:
+    return digest(group_of(doc))
 
 
-def _decide_group(
-    joined: tuple[str, Mapping[str, Iterable]], config: BoilerplateConfig
-) -> Iterator[tuple[str, list[str]]]:
-    group, parts = joined
-    docs_in_group = sum(parts["docs_in_group"])
-    keys = boilerplate_keys(dict(parts["docs_per_key"]), docs_in_group, config)
-    if keys:
-        yield group, sorted(keys)
+def _boilerplate_entry(
+    entry: tuple[tuple[bytes, bytes], int],
+    docs_in_group: Mapping[bytes, int],
+    config: BoilerplateConfig,
+) -> Iterator[tuple[bytes, bytes]]:
+    """(group, line) and the documents holding it -> (group, line) when it is boilerplate."""
+    (group, line), n = entry
+    if is_boilerplate(n, docs_in_group.get(group, 0), config):
+        yield group, line
+
+
+def _keys_of(doc: Document, boilerplate: Mapping[bytes, Iterable[bytes]]) -> set[str]:
+    """The line keys of `doc` whose digests are boilerplate in its group."""
+    digests = set(boilerplate[_group_digest(doc)])  # a multimap: empty for another group
+    if not digests:
+        return set()
+    return {
+        key
+        for line in doc.text.splitlines(keepends=True)
+        if (key := line_key(line)) is not None and digest(key) in digests
+    }
 
 
 class _RemoveLinesFn(Counts, beam.DoFn):
@@ -405,13 +428,12 @@ class _RemoveLinesFn(Counts, beam.DoFn):
         self.tokenizer = make_tokenizer(self.tokenizer_name, "tiktoken")  # counts only
 
     def process(
-        self, doc: Document, boilerplate: Mapping[str, Iterable[str]]
+        self, doc: Document, boilerplate: Mapping[bytes, Iterable[bytes]]
     ) -> Iterator[Document]:
         if doc.doc_type == "html":
             yield doc  # never counted, never cut
             return
-        keys = set(boilerplate.get(group_of(doc), ()))
-        new_doc, removed, chars, all_boilerplate = _remove(doc, keys)
+        new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, boilerplate))
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
             # removed lines, each counted alone. Never the whole document: tiktoken's
@@ -446,8 +468,9 @@ class _RemoveLinesFn(Counts, beam.DoFn):
 class RemoveBoilerplate(beam.PTransform):
     """PCollection[Document] -> PCollection[Document] without the boilerplate lines of each group.
 
-    Counts, per (group, line key), the documents holding the line (a combine), decides the
-    boilerplate lines of each group, and joins them back to the group's documents by key.
+    Counts, per (group, line key), the documents holding the line (a combine of digests),
+    decides each line against its group's size, and hands the boilerplate lines of every group
+    to the removal as a side input.
     With `spread`, the documents are reshuffled evenly over the workers before the removal
     (and whatever fuses after it).
     """
@@ -472,23 +495,25 @@ class RemoveBoilerplate(beam.PTransform):
         # the removal unchanged; no Partition and Flatten, as a Flatten is a stage boundary on
         # some runners (every document materialised once more).
         others = docs | "Leave HTML out of the counts" >> beam.Filter(_not_html)
+        # Per group, its size; per (group, line), the documents that hold the line: both
+        # combines, of digests, never the text. A line is decided on its own (the group sizes
+        # are a side input), so no step gathers a group's lines: a flat folder of many
+        # documents is no larger a group than any other.
         docs_in_group = (
             others
-            | "Group of each document" >> beam.Map(group_of).with_output_types(str)
+            | "Group of each document" >> beam.Map(_group_digest).with_output_types(bytes)
             | "Count documents per group" >> beam.combiners.Count.PerElement()
         )
-        docs_per_key = (
+        boilerplate = (
             others
             | "Distinct line keys per document"
-            >> beam.FlatMap(_group_line_pairs).with_output_types(tuple[str, str])
+            >> beam.FlatMap(_group_line_pairs).with_output_types(tuple[bytes, bytes])
             | "Count documents per line" >> beam.combiners.Count.PerElement()
             | "Keep lines in min_docs documents" >> beam.Filter(_enough_docs, self.config.min_docs)
-            | "Key line counts by group" >> beam.Map(_key_count_by_group)
-        )
-        boilerplate = (
-            {"docs_in_group": docs_in_group, "docs_per_key": docs_per_key}
-            | "Join line counts with group sizes" >> beam.CoGroupByKey()
-            | "Decide boilerplate lines" >> beam.FlatMap(_decide_group, self.config)
+            | "Decide boilerplate lines"
+            >> beam.FlatMap(
+                _boilerplate_entry, beam.pvalue.AsDict(docs_in_group), self.config
+            ).with_output_types(tuple[bytes, bytes])
         )
         # The lines of each group are few: as a side input they reach every document where it
         # is. A CoGroupByKey with the documents would gather a whole folder into one element,
@@ -499,7 +524,7 @@ class RemoveBoilerplate(beam.PTransform):
             # the reshuffle, which also spreads them evenly, rather than once more before it.
             docs = docs | "Spread documents" >> beam.Reshuffle()
         return docs | "Remove boilerplate lines" >> beam.ParDo(
-            _RemoveLinesFn(self.config.tokenizer), beam.pvalue.AsDict(boilerplate)
+            _RemoveLinesFn(self.config.tokenizer), beam.pvalue.AsMultiMap(boilerplate)
         ).with_output_types(Document)
 
 

@@ -14,7 +14,7 @@ previous run every document is `added`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -35,6 +35,22 @@ class PreviousTables(NamedTuple):
     chunks: beam.PCollection  # rows of the previous chunks/ (at least doc_id, chunk_id)
 
 
+class Reused(NamedTuple):
+    """What a rebuild reused (transforms/incremental.py), whose change rows are known without a
+    join: its chunk rows are the previous run's, as they were."""
+
+    unchanged: beam.PCollection  # Document: the same text as in the previous run
+    kept: beam.PCollection | None  # Document: the previous run's, of transient rejects
+    not_reused_ids: beam.PCollection  # (doc_id, True): the previous documents not reused
+
+
+class DocumentVersion(NamedTuple):
+    """What the change log needs of a document of this run: not its text."""
+
+    source: str
+    content_hash: str
+
+
 class ChangeResult(NamedTuple):
     rows: beam.PCollection  # dict rows of changes/
     events: beam.PCollection  # DocumentChange
@@ -42,7 +58,7 @@ class ChangeResult(NamedTuple):
 
 def change_row(
     doc_id: str,
-    current: Document | None,
+    current: Document | DocumentVersion | None,
     current_chunk_ids: set[str],
     previous: dict | None,
     previous_chunk_ids: set[str],
@@ -121,8 +137,26 @@ def _row_key(row: dict) -> tuple[str, str]:
     return row["doc_id"], row["chunk_id"]
 
 
-def _document_key(doc: Document) -> tuple[str, Document]:
-    return doc.doc_id, doc
+def _document_key(doc: Document) -> tuple[str, DocumentVersion]:
+    return doc.doc_id, DocumentVersion(doc.source, doc.content_hash)
+
+
+def _reused_row(doc: Document, kept: bool) -> Iterator[Any]:
+    """The change row of a reused document, and its event: unchanged, or kept (rejected this
+    run, carried over); the same chunk ids in both runs."""
+    previous = {"source": doc.source, "content_hash": doc.content_hash}
+    row = change_row(doc.doc_id, doc, set(), previous, set(), rejected=kept)
+    assert row is not None
+    yield row
+    yield beam.pvalue.TaggedOutput(_Diff.EVENTS, DocumentChange(row["change"], 0, 0, 0))
+
+
+class _NotReused(beam.DoFn):
+    """A previous run's row -> itself when its document is not reused (`not_reused`)."""
+
+    def process(self, row: dict, not_reused: Mapping[str, bool]) -> Iterator[dict]:
+        if row["doc_id"] in not_reused:
+            yield row
 
 
 def _previous_key(row: dict) -> tuple[str, dict]:
@@ -154,25 +188,20 @@ class _IdSet(beam.CombineFn):
 class ChangeLog(beam.PTransform):
     """ChangeInputs -> ChangeResult: one changes/ row per document, joined on doc_id.
 
-    `reused_rows`: the chunk rows copied from the previous run (dicts), when there are any.
+    `reused`: what a rebuild reused; their rows are made where they are, and only the other
+    documents (this run's new ones, the previous run's not reused) are joined, without text.
+    `inputs.documents` are then this run's documents less the reused ones.
     """
 
-    def __init__(
-        self, previous: PreviousTables | None, reused_rows: beam.PCollection | None = None
-    ) -> None:
+    def __init__(self, previous: PreviousTables | None, reused: Reused | None = None) -> None:
         super().__init__()
         self.previous = previous
-        self.reused_rows = reused_rows
+        self.reused = reused
 
     def expand(self, inputs: ChangeInputs) -> ChangeResult:
         # A document's chunk ids gathered where its chunks are made (a combine), so that one
         # element per document, not per chunk, goes through the join's shuffle.
         chunk_ids = inputs.chunks | "Chunk ids" >> beam.Map(_chunk_key)
-        if self.reused_rows is not None:
-            chunk_ids = (
-                chunk_ids,
-                self.reused_rows | "Reused chunk ids" >> beam.Map(_row_key),
-            ) | "All chunk ids" >> beam.Flatten()
         chunk_ids = chunk_ids | "Chunk ids of each document" >> beam.CombinePerKey(_IdSet())
         joined = {
             "current": inputs.documents | "Key documents" >> beam.Map(_document_key),
@@ -180,13 +209,36 @@ class ChangeLog(beam.PTransform):
             "rejected": inputs.rejects | "Rejected documents" >> beam.FlatMap(_rejected_key),
         }
         if self.previous is not None:
-            joined["previous"] = self.previous.documents | "Key previous" >> beam.Map(_previous_key)
-            joined["previous_chunk_ids"] = self.previous.chunks | "Previous ids" >> beam.Map(
-                _row_key
-            )
+            documents, chunks = self.previous.documents, self.previous.chunks
+            if self.reused is not None:
+                not_reused = beam.pvalue.AsDict(self.reused.not_reused_ids)
+                documents = documents | "Previous documents not reused" >> beam.ParDo(
+                    _NotReused(), not_reused
+                )
+                chunks = chunks | "Previous chunks not reused" >> beam.ParDo(
+                    _NotReused(), not_reused
+                )
+            joined["previous"] = documents | "Key previous" >> beam.Map(_previous_key)
+            joined["previous_chunk_ids"] = chunks | "Previous ids" >> beam.Map(_row_key)
         diffed = (
             joined
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Diff" >> beam.ParDo(_Diff()).with_outputs(_Diff.EVENTS, main="rows")
         )
-        return ChangeResult(diffed.rows, diffed[_Diff.EVENTS])
+        rows, events = [diffed.rows], [diffed[_Diff.EVENTS]]
+        if self.reused is not None:
+            for label, docs, kept in (
+                ("unchanged", self.reused.unchanged, False),
+                ("kept", self.reused.kept, True),
+            ):
+                if docs is None:
+                    continue
+                made = docs | f"Rows of {label} documents" >> beam.FlatMap(
+                    _reused_row, kept
+                ).with_outputs(_Diff.EVENTS, main="rows")
+                rows.append(made.rows)
+                events.append(made[_Diff.EVENTS])
+        return ChangeResult(
+            rows[0] if len(rows) == 1 else tuple(rows) | "All rows" >> beam.Flatten(),
+            events[0] if len(events) == 1 else tuple(events) | "All events" >> beam.Flatten(),
+        )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -25,7 +25,7 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
-from transforms.changes import PreviousTables
+from transforms.changes import PreviousTables, Reused
 from transforms.stage_base import Counts
 from transforms.stat_events import ChunkReused, DocumentUnchanged
 
@@ -118,81 +118,145 @@ def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTab
     return PreviousTables(documents, chunks)
 
 
-class _Route(Counts, beam.DoFn):
-    """(doc_id, this run's and the previous run's) -> changed documents (main) and `unchanged`
-    ones (counted)."""
+# Tags of the verdicts of the index join: doc ids, each a (doc_id, True) pair
+CHANGED_IDS = "changed_ids"  # documents of this run to chunk (edited, added, retried)
+KEPT_IDS = "kept_ids"  # documents rejected this run for a transient reason, carried over
+NOT_REUSED_IDS = "not_reused_ids"  # documents of the previous run whose rows are not copied
+
+
+class _Decide(beam.DoFn):
+    """(doc_id, {current, previous, embed_failed, transient}: content hashes and flags) -> the
+    doc_id under the verdicts that concern what changed: `changed_ids`, `kept_ids` and
+    `not_reused_ids` (main). A document that is unchanged, the bulk of a night, gets no
+    verdict: it is what is left."""
 
     def process(self, item: tuple[str, dict]) -> Iterator:
-        _, grouped = item
-        previous_hashes = set(grouped["previous"])
+        doc_id, grouped = item
+        previous = list(grouped["previous"])
+        previous_hashes = set(previous)
         # A document some of whose chunks failed to embed last time is rebuilt, so a rerun
         # retries them rather than copying an incomplete set of rows.
         if list(grouped["embed_failed"]):
             previous_hashes = set()
-        for doc in grouped["current"]:
-            if doc.content_hash in previous_hashes:
-                self.stat("documents_unchanged")
-                yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
-            else:
-                yield doc
+        current = list(grouped["current"])
+        if current:
+            reused = all(h in previous_hashes for h in current)
+            if not reused:
+                yield beam.pvalue.TaggedOutput(CHANGED_IDS, (doc_id, True))
+        else:
+            reused = bool(previous) and bool(list(grouped["transient"]))
+            if reused:
+                yield beam.pvalue.TaggedOutput(KEPT_IDS, (doc_id, True))
+        if previous and not reused:
+            yield doc_id, True
+
+
+class _Route(Counts, beam.DoFn):
+    """Document -> changed documents (main), whose ids `changed` holds, and `unchanged` ones
+    (counted)."""
+
+    def process(self, doc: Document, changed: Mapping[str, bool]) -> Iterator:
+        if doc.doc_id in changed:
+            yield doc
+        else:
+            self.stat("documents_unchanged")
+            yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
+
+
+def _current_index(doc: Document) -> tuple[str, str]:
+    return doc.doc_id, doc.content_hash
+
+
+def _previous_index(row: dict) -> tuple[str, str]:
+    return row["doc_id"], row["content_hash"]
+
+
+def _embed_failure(row: dict) -> Iterator[tuple[str, bool]]:
+    if row["stage"] == "embed":
+        yield row["doc_id"], True
+
+
+class SplitResult(NamedTuple):
+    changed: beam.PCollection  # Document: to chunk
+    unchanged: beam.PCollection  # Document: whose previous chunk rows are reused
+    kept_ids: beam.PCollection  # (doc_id, True): transient rejects the previous run holds
+    not_reused_ids: beam.PCollection  # (doc_id, True): previous documents not copied
 
 
 class SplitUnchanged(beam.PTransform):
-    """Document -> changed documents (main) and `unchanged` Documents."""
+    """Document -> SplitResult, decided on a small index: (doc_id, content hash) of this run's
+    documents and of the previous run's, the previous run's embedding failures and this run's
+    transient rejects, joined on doc_id. No text is shuffled: the documents stay where they
+    are and are routed by the ids of the changed ones (a side input as large as the change)."""
 
-    def __init__(self, previous: PreviousRun, previous_documents: beam.PCollection) -> None:
+    def __init__(
+        self,
+        previous: PreviousRun,
+        previous_documents: beam.PCollection,
+        rejects: beam.PCollection | None = None,
+    ) -> None:
         super().__init__()
         self.previous = previous
         self.previous_documents = previous_documents
+        self.rejects = rejects  # this run's rejects so far: its transient ones are kept
 
-    def expand(self, docs: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        previous = self.previous_documents | "Key previous" >> beam.Map(
-            lambda row: (row["doc_id"], row["content_hash"])
-        )
-        failed = (
-            docs.pipeline
-            | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
-            | "Embedding failures" >> beam.Filter(lambda row: row["stage"] == "embed")
-            | "Key failures" >> beam.Map(lambda row: (row["doc_id"], True))
-        )
-        current = docs | "Key current" >> beam.Map(lambda d: (d.doc_id, d))
-        joined = {"current": current, "previous": previous, "embed_failed": failed}
-        return (
-            joined
+    def expand(self, docs: beam.PCollection) -> SplitResult:
+        p = docs.pipeline
+        index = {
+            "current": docs | "Index current" >> beam.Map(_current_index),
+            "previous": self.previous_documents | "Index previous" >> beam.Map(_previous_index),
+            "embed_failed": (
+                p
+                | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
+                | "Embedding failures" >> beam.FlatMap(_embed_failure)
+            ),
+            "transient": (
+                self.rejects | "Transient rejects" >> beam.FlatMap(_transient_id)
+                if self.rejects is not None
+                else p | "No rejects" >> beam.Create([]).with_output_types(tuple[str, bool])
+            ),
+        }
+        verdicts = (
+            index
             | "Join on doc_id" >> beam.CoGroupByKey()
-            | "Route" >> beam.ParDo(_Route()).with_outputs(UNCHANGED, main="changed")
+            | "Decide"
+            >> beam.ParDo(_Decide()).with_outputs(CHANGED_IDS, KEPT_IDS, main=NOT_REUSED_IDS)
+        )
+        routed = docs | "Route" >> beam.ParDo(
+            _Route(), beam.pvalue.AsDict(verdicts[CHANGED_IDS])
+        ).with_outputs(UNCHANGED, main="changed")
+        return SplitResult(
+            routed.changed, routed[UNCHANGED], verdicts[KEPT_IDS], verdicts[NOT_REUSED_IDS]
         )
 
 
 OTHERS = "others"  # the tag of ReuseChunks' rows of documents that are not reused
 
 
-def _rows_of_unchanged(item: tuple[str, dict]) -> Iterator:
-    _, grouped = item
-    if list(grouped["unchanged"]):
-        yield from grouped["rows"]
-    else:
-        for row in grouped["rows"]:
+class _RowsOfReused(beam.DoFn):
+    """A previous chunk row -> itself (main) when its document is reused, else `others`."""
+
+    def process(self, row: dict, not_reused: Mapping[str, bool]) -> Iterator:
+        if row["doc_id"] in not_reused:
             yield beam.pvalue.TaggedOutput(OTHERS, row)
+        else:
+            yield row
 
 
 class ReuseChunks(beam.PTransform):
-    """Unchanged Documents -> their chunk rows from the previous output, as written then (main),
-    and the previous rows of every other document (`others`: the embedding cache's)."""
+    """The previous run's chunk rows -> those of the documents it reuses, as written then
+    (main), and the rows of every other document (`others`: the embedding cache's). The rows
+    are split where they are read, by the ids of the documents not reused (a side input as
+    large as the change): no row is shuffled."""
 
-    def __init__(self, previous_chunks: beam.PCollection) -> None:
+    def __init__(self, not_reused_ids: beam.PCollection) -> None:
         super().__init__()
-        self.previous_chunks = previous_chunks
+        self.not_reused_ids = not_reused_ids
 
-    def expand(self, unchanged: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        rows = self.previous_chunks | "Key rows" >> beam.Map(lambda row: (row["doc_id"], row))
-        ids = unchanged | "Unchanged ids" >> beam.Map(lambda d: (d.doc_id, True))
-        return (
-            {"unchanged": ids, "rows": rows}
-            | "Join rows" >> beam.CoGroupByKey()
-            | "Rows of unchanged documents"
-            >> beam.FlatMap(_rows_of_unchanged).with_outputs(OTHERS, main="reused")
-        )
+    def expand(self, previous_chunks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return previous_chunks | "Split rows" >> beam.ParDo(
+            _RowsOfReused(), beam.pvalue.AsDict(self.not_reused_ids)
+        ).with_outputs(OTHERS, main="reused")
 
 
 def _transient_id(reject: Reject) -> Iterator[tuple[str, bool]]:
@@ -200,32 +264,26 @@ def _transient_id(reject: Reject) -> Iterator[tuple[str, bool]]:
         yield reject.doc_id, True
 
 
-def _carried(item: tuple[str, dict]) -> Iterator[Document]:
-    _, grouped = item
-    if list(grouped["rejected"]):
-        for row in grouped["previous"]:
+class _KeptDocument(beam.DoFn):
+    def process(self, row: dict, kept: Mapping[str, bool]) -> Iterator[Document]:
+        if row["doc_id"] in kept:
             yield Document(**row)
 
 
 class KeepTransientRejects(beam.PTransform):
-    """Rejects of this run -> the previous run's Documents of those rejected for a reason that
-    may pass (TRANSIENT_REJECTS), which that run holds."""
+    """PBegin -> the previous run's Documents whose ids `kept_ids` holds (transient rejects of
+    this run), picked from its documents table where it is read (no text is shuffled)."""
 
-    def __init__(self, previous: PreviousRun) -> None:
+    def __init__(self, previous: PreviousRun, kept_ids: beam.PCollection) -> None:
         super().__init__()
         self.previous = previous
+        self.kept_ids = kept_ids
 
-    def expand(self, rejects: beam.PCollection) -> beam.PCollection:
-        documents = (
-            rejects.pipeline
-            | "Read previous document rows" >> self.previous.read_table(DOCUMENTS)
-            | "Key previous rows" >> beam.Map(lambda row: (row["doc_id"], row))
-        )
-        rejected = rejects | "Transient rejects" >> beam.FlatMap(_transient_id)
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
-            {"rejected": rejected, "previous": documents}
-            | "Join kept" >> beam.CoGroupByKey()
-            | "Previous documents" >> beam.FlatMap(_carried)
+            pbegin
+            | "Read previous document rows" >> self.previous.read_table(DOCUMENTS)
+            | "Previous documents" >> beam.ParDo(_KeptDocument(), beam.pvalue.AsDict(self.kept_ids))
         )
 
 
@@ -245,6 +303,8 @@ class RebuildResult(NamedTuple):
     events: beam.PCollection | None  # accounting events of the above
     # The previous run's chunk rows not copied (the embedding cache's); None: no previous run
     other_rows: beam.PCollection | None = None
+    # What was reused, for the change log; None: nothing reused
+    reused: Reused | None = None
 
 
 class ReuseUnchanged(beam.PTransform):
@@ -268,14 +328,25 @@ class ReuseUnchanged(beam.PTransform):
             return RebuildResult(docs, None, None, None)
         if self.previous is None:  # another config: nothing reused but the vectors
             return RebuildResult(docs, None, None, None, self.tables.chunks)
-        routed = docs | "Split unchanged" >> SplitUnchanged(self.previous, self.tables.documents)
-        reused = routed.unchanged
+        routed = docs | "Split unchanged" >> SplitUnchanged(
+            self.previous, self.tables.documents, self.rejects
+        )
+        reused, kept = routed.unchanged, None
         if self.rejects is not None:
-            kept = self.rejects | "Keep transient rejects" >> KeepTransientRejects(self.previous)
+            kept = docs.pipeline | "Keep transient rejects" >> KeepTransientRejects(
+                self.previous, routed.kept_ids
+            )
             reused = (routed.unchanged, kept) | "Unchanged and kept" >> beam.Flatten()
-        copied = reused | "Reuse chunks" >> ReuseChunks(self.tables.chunks)
+        copied = self.tables.chunks | "Reuse chunks" >> ReuseChunks(routed.not_reused_ids)
         events = (
             routed.unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
             copied.reused | "Reused events" >> beam.Map(_reused_event),
         ) | "Rebuild events" >> beam.Flatten()
-        return RebuildResult(routed.changed, reused, copied.reused, events, copied[OTHERS])
+        return RebuildResult(
+            routed.changed,
+            reused,
+            copied.reused,
+            events,
+            copied[OTHERS],
+            Reused(routed.unchanged, kept, routed.not_reused_ids),
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import re
@@ -323,3 +324,46 @@ def test_scaling() -> None:
     ):
         assert re.search(rf"^{re.escape(name)}: \d+\.\d\dx", out, re.MULTILINE), out
     assert "speed-up on 2 workers" not in out  # one runner setup: nothing to compare
+
+
+def test_shuffle(tmp_path: Path) -> None:
+    figures = tmp_path / "shuffle.json"
+    flags = ("--docs", "20", "--job_flag=--embedding_model=none", "--json_out", str(figures))
+    out = run_bench_here("shuffle.py", *flags)
+    assert re.match(r"corpus: 20 documents \(4 JSONL records\), [\d.]+ MB of text", out), out
+    assert "change: 1 edited, 1 removed, 1 added" in out
+    # 20 documents again (1 removed, 1 added), of which the edited and the added are chunked
+    assert "rebuild: documents_in 20, unchanged 18, chunked 2, chunks_reused " in out
+    header, rows = table(out, "stage")
+    assert header == [
+        "stage",
+        "build MB",
+        "build elements",
+        "rebuild MB",
+        "rebuild elements",
+        "rebuild / build",
+    ]
+    assert rows[-1][0] == "**total**" and number(rows[-1][1]) > 0 and number(rows[-1][3]) > 0
+    for night in ("build", "rebuild"):
+        assert re.search(rf"^- {night}: [\d.]+ s, [\d,]+ bytes shuffled", out, re.MULTILINE)
+    assert re.search(r"^- rebuild / build, all stages: \d+\.\d{3}$", out, re.MULTILINE), out
+
+    nights = json.loads(figures.read_text())["nights"]
+    build, rebuild = nights["build"]["bytes"], nights["rebuild"]["bytes"]
+    # every document passes the spread on both nights (with its text: the rebuild's bulk)
+    assert build["Remove boilerplate/Spread documents"][1] == 20
+    assert rebuild["Remove boilerplate/Spread documents"][1] == 20
+    # unchanged documents are decided on (doc_id, content hash) pairs, 20 of each run
+    index_bytes, index_pairs = rebuild["Find unchanged documents/Split unchanged/Join on doc_id"]
+    assert index_pairs == 40 and index_bytes / index_pairs < 200
+    # the previous chunk rows are split where they are read, by the ids of the edited and the
+    # removed document: none is shuffled
+    assert rebuild["Find unchanged documents/Reuse chunks/Split rows (side input)"][1] == 2
+    assert not [stage for stage in rebuild if "Reuse chunks/Join" in stage]
+    # the change log joins only what was not reused, without text
+    assert rebuild["Changes/Join on doc_id"][0] < build["Changes/Join on doc_id"][0] / 3
+    # the record ids and the boilerplate lines are grouped as ids and digests
+    ids_bytes, records = build["Read documents/One record an id/Group by id"]
+    assert records == 4 and ids_bytes / records < 200
+    lines_bytes, pairs = build["Remove boilerplate/Count documents per line"]
+    assert pairs > 0 and lines_bytes / pairs < 40

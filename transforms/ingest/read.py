@@ -6,7 +6,7 @@ Unreadable inputs (too large, bad JSON line, record without text) go to the reje
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -170,32 +170,43 @@ class ReadConfig:
             raise ValueError(f"--estimate_sample must be in (0, 1], got {self.sample}")
 
 
-def _record_order(doc: RawDocument) -> tuple[str, int]:
-    """A JSONL record's place in the corpus: its file, then its line."""
-    path, _, line = doc.source.rpartition("#L")
+def _record_order(source: str) -> tuple[str, int]:
+    """A JSONL record's place in the corpus, from its source: its file, then its line."""
+    path, _, line = source.rpartition("#L")
     return path, int(line) if line.isdigit() else 0
 
 
 class _KeepFirstFn(Stage):
-    """(record id, its records) -> the first by file and line; the others are rejects."""
+    """(record id, the sources of its records) -> (source, True) of each record but the first
+    by file and line (main), and a duplicate_id reject of each of them."""
 
     STAGE = "read"
     FAILED = "invalid_record"
 
-    def identify(self, item: tuple[str, Iterable[RawDocument]]) -> tuple[str, str | None]:
-        return next(iter(item[1])).source, item[0]
+    def identify(self, item: tuple[str, Iterable[str]]) -> tuple[str, str | None]:
+        return next(iter(item[1])), item[0]
 
-    def process_one(self, item: tuple[str, Iterable[RawDocument]]) -> Iterator:
-        _, docs = item
-        first, *others = sorted(docs, key=_record_order)
-        yield first
-        for doc in others:
+    def process_one(self, item: tuple[str, Iterable[str]]) -> Iterator:
+        doc_id, sources = item
+        first, *others = sorted(sources, key=_record_order)
+        for source in others:
+            yield source, True
             yield self.reject(
-                doc.source,
+                source,
                 "duplicate_id",
-                f"the record id of {first.source} again; the first one is kept",
-                doc.doc_id,
+                f"the record id of {first} again; the first one is kept",
+                doc_id,
             )
+
+
+def _record_source(doc: RawDocument) -> tuple[str, str]:
+    return doc.doc_id, doc.source
+
+
+class _NotDuplicate(beam.DoFn):
+    def process(self, doc: RawDocument, duplicates: Mapping[str, bool]) -> Iterator[RawDocument]:
+        if doc.source not in duplicates:
+            yield doc
 
 
 class _RejectBadNameFn(Stage):
@@ -237,13 +248,19 @@ class UniqueRecordIds(beam.PTransform):
     def expand(self, docs: beam.PCollection) -> UniqueResult:
         records = docs | "Records" >> beam.Filter(_is_record)
         files = docs | "Files" >> beam.Filter(lambda d: not _is_record(d))
+        # Only (id, source) pairs are grouped; the records stay where they are read and the
+        # later ones of an id (few) are dropped there, by their sources.
         checked = (
             records
-            | "Key by id" >> beam.Map(lambda d: (d.doc_id, d))
+            | "Key by id" >> beam.Map(_record_source)
             | "Group by id" >> beam.GroupByKey()
-            | "First of an id" >> beam.ParDo(_KeepFirstFn()).with_outputs(REJECTS, main="kept")
+            | "First of an id"
+            >> beam.ParDo(_KeepFirstFn()).with_outputs(REJECTS, main="duplicates")
         )
-        documents = (files, checked.kept) | "Unique documents" >> beam.Flatten()
+        kept = records | "Drop duplicates" >> beam.ParDo(
+            _NotDuplicate(), beam.pvalue.AsDict(checked.duplicates)
+        )
+        documents = (files, kept) | "Unique documents" >> beam.Flatten()
         return UniqueResult(documents, checked[REJECTS])
 
 

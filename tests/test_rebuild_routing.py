@@ -1,0 +1,120 @@
+"""A rebuild's routing (transforms/incremental.py, transforms/changes.py) on every kind of
+document at once: unchanged, edited, added, removed, retried after an embedding failure, kept
+after a transient reject, and rejected without a previous row. The decision is a join of
+(doc_id, content hash) pairs; documents and previous rows are routed by side inputs of ids."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import NamedTuple
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
+from schemas.columns import DOCUMENTS, REJECTS
+from schemas.records import Document, Reject
+from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
+from transforms.incremental import PreviousRun, ReuseUnchanged
+
+
+class ChunkIds(NamedTuple):
+    """What the change log reads of a Chunk."""
+
+    doc_id: str
+    chunk_id: str
+
+
+def _doc(doc_id: str, text: str) -> Document:
+    return Document(
+        doc_id=doc_id,
+        source=f"/c/{doc_id}.txt",
+        doc_type="text",
+        text=text,
+        content_hash=f"hash of {text}",
+    )
+
+
+def _previous_doc(doc_id: str, text: str) -> dict:
+    """The row the previous run's documents table holds of a document."""
+    return {
+        name: value
+        for name, value in dataclasses.asdict(_doc(doc_id, text)).items()
+        if name in DOCUMENT_SCHEMA.names
+    }
+
+
+def _chunk_row(doc_id: str, n: int) -> dict:
+    return {"doc_id": doc_id, "chunk_id": f"{doc_id}-{n}", "embed_tokens": 10}
+
+
+def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
+    tmp_path: Path,
+) -> None:
+    # the previous run failed to embed one of d's chunks: d is rebuilt though its text is the same
+    failures = tmp_path / "rejects.parquet"
+    failed = {"source": "/c/d.txt", "stage": "embed", "reason": "embedding_failed"}
+    failed |= {"error": "OOM", "doc_id": "d", "chunk_id": "d-0"}
+    pq.write_table(pa.Table.from_pylist([failed], schema=REJECT_SCHEMA), failures)
+    current = [_doc("a", "same"), _doc("b", "edited"), _doc("c", "new"), _doc("d", "same")]
+    previous_docs = [_previous_doc(i, "same") for i in ("a", "d", "e", "f")]
+    previous_docs.append(_previous_doc("b", "before"))
+    documents = tmp_path / "documents.parquet"  # whole rows: a kept document's come from here
+    pq.write_table(pa.Table.from_pylist(previous_docs, schema=DOCUMENT_SCHEMA), documents)
+    shards = {REJECTS: (str(failures),), DOCUMENTS: (str(documents),)}
+    previous = PreviousRun("/previous", "fp", shards=shards, run_id="r1")
+    previous_chunks = [_chunk_row(i, n) for i in ("a", "b", "d", "e", "f") for n in range(2)]
+    previous_chunks.remove(_chunk_row("d", 0))  # the chunk that failed to embed
+    rejects = [  # f timed out (kept: the previous run holds it); g timed out, never held
+        Reject("/c/f.txt", "extract", "extract_timeout", doc_id="f"),
+        Reject("/c/g.txt", "extract", "extract_timeout", doc_id="g"),
+    ]
+
+    p = beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+    docs = p | "Current" >> beam.Create(current)
+    tables = PreviousTables(
+        p | "Previous documents" >> beam.Create(previous_docs),
+        p | "Previous chunks" >> beam.Create(previous_chunks),
+    )
+    rejected = p | "Rejects" >> beam.Create(rejects)
+    rebuild = docs | "Rebuild" >> ReuseUnchanged(previous, tables, rejected)
+
+    def ids(label: str, pcoll: beam.PCollection, key: str = "doc_id") -> beam.PCollection:
+        return pcoll | label >> beam.Map(
+            lambda x: x[key] if isinstance(x, dict) else getattr(x, key)
+        )
+
+    assert_that(ids("Changed", rebuild.changed), equal_to(["b", "c", "d"]), label="changed")
+    assert_that(ids("Reused", rebuild.unchanged), equal_to(["a", "f"]), label="reused")
+    reused_rows = ids("Reused rows", rebuild.reused_rows, "chunk_id")
+    assert_that(reused_rows, equal_to(["a-0", "a-1", "f-0", "f-1"]), label="reused rows")
+    other_rows = ids("Other rows", rebuild.other_rows, "chunk_id")
+    others = ["b-0", "b-1", "d-1", "e-0", "e-1"]
+    assert_that(other_rows, equal_to(others), label="other rows")
+
+    # the change log: the reused documents' rows made where they are, the others joined
+    new_chunks = [("b", "b-0"), ("b", "b-9"), ("c", "c-0"), ("d", "d-0"), ("d", "d-1")]
+    chunks = p | "New chunks" >> beam.Create([ChunkIds(d, c) for d, c in new_chunks])
+    changes = ChangeInputs(rebuild.changed, chunks, rejected) | "Changes" >> ChangeLog(
+        tables, rebuild.reused
+    )
+    summary = changes.rows | "Summary" >> beam.Map(
+        lambda r: (r["doc_id"], r["change"], r["chunks_added"], r["chunks_removed"])
+    )
+    expected = [
+        ("a", "unchanged", [], []),
+        ("b", "changed", ["b-9"], ["b-1"]),
+        ("c", "added", ["c-0"], []),
+        ("d", "changed", ["d-0"], []),
+        ("e", "removed", [], ["e-0", "e-1"]),
+        ("f", "kept", [], []),
+    ]
+    assert_that(summary, equal_to(expected), label="change rows")
+    events = changes.events | "Kinds" >> beam.Map(lambda e: e.change)
+    kinds = ["unchanged", "changed", "added", "changed", "removed", "kept"]
+    assert_that(events, equal_to(kinds), label="change events")
+    p.run().wait_until_finish()
