@@ -114,7 +114,7 @@ def main() -> None:
             f.write("One short sentence, to measure the interpreter and Beam.\n")
         base = peak_rss_mib(["--input", f"{tiny}/*", "--output", f"{tmp}/out-tiny", *flags])
         rows.append(("one 60-byte file (the interpreter, Beam)", 0, base))
-        for copies in (1, args.copies):
+        for copies in sorted({1, args.copies}):  # --copies 1: the corpus once
             folder = os.path.join(tmp, f"corpus{copies}")
             size = replicate_samples(folder, copies, args.samples)
             pattern = f"{folder}/*/*/*"
@@ -137,9 +137,10 @@ def main() -> None:
     print("|---|---:|---:|")
     for name, size, rss in rows:
         print(f"| {name} | {size:,} | {rss:,.0f} |")
-    one, ten = rows[1][2], rows[2][2]
-    print(f"\n{args.copies}x the corpus / 1x: {ten / one:.2f} of the peak RSS")
-    big_size, big_rss = rows[3][1], rows[3][2]
+    if args.copies > 1:
+        one, many = rows[1][2], rows[2][2]
+        print(f"\n{args.copies}x the corpus / 1x: {many / one:.2f} of the peak RSS")
+    big_size, big_rss = rows[-1][1], rows[-1][2]
     print(
         f"one document: {(big_rss - base) * 2**20 / big_size:.1f}x its size above the "
         f"interpreter ({big_rss - base:,.0f} MiB for {big_size / 1e6:.3g} MB)"

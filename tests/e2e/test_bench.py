@@ -181,19 +181,20 @@ def test_embedding() -> None:
 
 
 def test_memory() -> None:
-    out = run_bench("memory.py", "--copies", "2", "--big-mb", "0.5", "--samples", "samples/text/*")
+    # --copies 1: one corpus run fewer (each is a process of its own, about 9 s of CPU); the
+    # ratio of 10 copies to 1 is the full run's figure (docs/performance.md)
+    out = run_bench("memory.py", "--copies", "1", "--big-mb", "0.5", "--samples", "samples/text/*")
     header, rows = table(out, "run")
     assert header == ["run", "input bytes", "peak RSS MiB"]
     assert [r[0] for r in rows] == [
         "one 60-byte file (the interpreter, Beam)",
         "samples/text/* x1",
-        "samples/text/* x2",
         "one 0.5 MB single-line text file",
     ]
     assert all(number(r[2]) > 100 for r in rows)  # the interpreter and Beam alone are more
-    assert number(rows[2][1]) == 2 * number(rows[1][1]) > 0
-    assert number(rows[3][1]) >= 500_000
-    assert re.search(r"^2x the corpus / 1x: \d+\.\d\d of the peak RSS$", out, re.MULTILINE), out
+    assert number(rows[1][1]) > 0
+    assert number(rows[2][1]) >= 500_000
+    assert "the corpus / 1x" not in out  # no ratio of one run to itself
     assert re.search(r"above the interpreter \(-?[\d,]+ MiB for 0\.5\d* MB\)", out), out
 
 
