@@ -45,8 +45,11 @@ demo: setup
 # subprocesses, servers, time limits) a third of its time; on 2 cores 4 workers took 389 s and
 # 2 took 507 s. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= $(shell n=$$(( $$(nproc) * 2 )); [ $$n -gt 8 ] && n=8; echo $$n)
+# Files are handed out in tests/conftest.py's order (its LONGEST_FIRST first), not xdist's
+# default of the files with the most tests first, which left the few-test, whole-job files
+# (the crash, bad-input and determinism tests) to the end.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(TEST_FLAGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_FLAGS)
 
 # Every property test (hypothesis marks them) with many more examples than make test gives.
 fuzz: setup
@@ -54,7 +57,7 @@ fuzz: setup
 
 # The unit tier: no whole job, no real service, no real model (under 2 minutes on 2 cores).
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not e2e and not slow and not runners" $(TEST_FLAGS)
 
 lint: setup
