@@ -154,12 +154,16 @@ def build_pipeline(
         config.embedding, config.embeds, cached, count_duplicates=config.estimate
     )
     if config.embedding_cache and embedded.new_vectors is not None:
-        from transforms.embedding.embedding_cache import WriteCache
+        from transforms.embedding.embedding_cache import WriteCache, WriteCacheUse
 
         assert config.embedding.cache_key is not None
         embedded.new_vectors | "Add to the embedding cache" >> WriteCache(
             config.embedding_cache, config.embedding.cache_key, config.run_id
         )
+        if embedded.reused_keys is not None:  # dates the entries it used, for compact-cache
+            embedded.reused_keys | "Record the cache's use" >> WriteCacheUse(
+                config.embedding_cache, config.embedding.cache_key, config.run_id
+            )
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
     rejects = merge("All rejects", early_rejects, chunked.rejects, embedded.rejects)
@@ -430,6 +434,7 @@ SUBCOMMANDS = {
     "inspect": "commands.inspect:main",
     "load": "pipelines.load:main",
     "structure": "commands.structure:main",
+    "compact-cache": "commands.compact_cache:main",
 }
 
 

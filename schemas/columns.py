@@ -19,6 +19,8 @@ CHANGES = "changes"
 TABLES = (CHUNKS, DOCUMENTS, REJECTS, CHANGES)
 # The --embedding_cache folder's files (not a table of a run folder).
 EMBEDDING_CACHE = "embedding_cache"
+# What a run took from the embedding cache: one row per text whose cached vector it used.
+EMBEDDING_CACHE_USE = "embedding_cache_use"
 
 # What a row of changes/ says of its document, against --previous_output (without one, every
 # document is added).
@@ -177,6 +179,16 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("text_sha256", pa.string(), "sha256 of the embedded text (context+text)", False),
         _c("embedding", pa.list_(pa.float32()), "the normalised float32 vector", False),
         _c("model_tokens", pa.int32(), "word pieces of the text in the model tokenizer"),
+        _c(
+            "last_used",
+            pa.int64(),
+            "when a run last made or used the vector, in seconds since 1970 (written by "
+            "compaction; a run's own files are dated by their modification time)",
+        ),
+    ),
+    EMBEDDING_CACHE_USE: (
+        _c("model", pa.string(), "the model's cache key", False),
+        _c("text_sha256", pa.string(), "sha256 of the embedded text whose vector was used", False),
     ),
 }
 

@@ -92,3 +92,97 @@ def test_checked_vectors_keep_their_values():
     for bad in ([], [None, 1.0], ["x", 1.0], [[1.0], 1.0], "12", None):
         assert checked_vector(bad, 1, None) is None
     assert checked_vector([1.0, 2.0], True, None) is None
+
+
+# --- compaction (commands/compact_cache.py) ---------------------------------------------------
+
+
+def _compact(folder, max_age_days: float = 30) -> str:
+    """Runs `corpus-chunker compact-cache` in this process; what it printed."""
+    import contextlib
+    import io
+
+    from commands.compact_cache import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert (
+            main(
+                [
+                    "--embedding_cache",
+                    str(folder),
+                    "--max_age_days",
+                    str(max_age_days),
+                    "--runner=FnApiRunner",
+                ]
+            )
+            == 0
+        )
+    return out.getvalue()
+
+
+def _aged(path, days: float) -> None:
+    import os
+    import time
+
+    when = time.time() - days * 86_400
+    os.utime(path, (when, when))
+
+
+def test_compaction_keeps_one_entry_per_text_and_drops_what_no_run_used_lately(tmp_path):
+    from transforms.embedding.embedding_cache import USE_SCHEMA
+
+    old, fresh = [0.5, 0.5, 0.5, 0.5], [0.25, 0.5, 0.75, 1.0]  # exact in float32
+    # a run 100 days ago made texts 1, 2, 3; one 10 days ago made 3 again and 4
+    _write(tmp_path / "embeddings-run1-00000-of-00001.parquet", [_row(i, old) for i in (1, 2, 3)])
+    _write(tmp_path / "embeddings-run2-00000-of-00001.parquet", [_row(i, fresh) for i in (3, 4)])
+    # last night's run used the cached vector of text 2 (and of 9, whose vector is gone)
+    uses = [{"model": MODEL, "text_sha256": _key(i)} for i in (2, 9)]
+    _write(tmp_path / "used-run3-00000-of-00001.parquet", uses, USE_SCHEMA)
+    _aged(tmp_path / "embeddings-run1-00000-of-00001.parquet", 100)
+    _aged(tmp_path / "embeddings-run2-00000-of-00001.parquet", 10)
+    _aged(tmp_path / "used-run3-00000-of-00001.parquet", 1)
+    printed = _compact(tmp_path, max_age_days=30)
+
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 1 and files[0].startswith("embeddings-compacted-"), files
+    table = pq.read_table(tmp_path / files[0]).to_pylist()
+    by_key = {r["text_sha256"]: r for r in table}
+    # 1: made 100 days ago, never used since: dropped; 2: used last night; 3 and 4: made 10
+    # days ago (3's vector is the later run's)
+    assert set(by_key) == {_key(2), _key(3), _key(4)}
+    assert by_key[_key(3)]["embedding"] == fresh
+    days = {k: (time_now() - r["last_used"]) / 86_400 for k, r in by_key.items()}
+    assert 0.9 < days[_key(2)] < 1.1 and 9.9 < days[_key(3)] < 10.1
+    assert "3 files read (0 unreadable, left in place); 3 entries kept, 1 dropped" in printed
+
+    # a second compaction dates entries by their last_used, not by the compacted file's time
+    printed = _compact(tmp_path, max_age_days=5)
+    (again,) = list(tmp_path.iterdir())
+    assert [r["text_sha256"] for r in pq.read_table(again).to_pylist()] == [_key(2)]
+    assert "2 dropped" in printed
+    # and a run reads the compacted file like any other
+    _check(str(tmp_path), [_key(2)])
+
+
+def test_compaction_leaves_an_unreadable_file_in_place(tmp_path, caplog):
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
+    _write(tmp_path / "embeddings-run1-00000-of-00001.parquet", [_row(1, [1.0, 0.0, 0.0, 0.0])])
+    with caplog.at_level(logging.WARNING):
+        printed = _compact(tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "broken.parquet" in names and len(names) == 2, names
+    assert "leaving" in caplog.text and "broken.parquet" in caplog.text
+    assert "1 unreadable" in printed
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
+
+
+def test_compacting_a_folder_without_cache_files_writes_nothing(tmp_path):
+    printed = _compact(tmp_path / "never-made")
+    assert "no cache files; nothing done" in printed
+    assert not (tmp_path / "never-made").exists()

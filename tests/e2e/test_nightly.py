@@ -6,12 +6,14 @@ import os
 import textwrap
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines.chunk_corpus import summary
 from tests import faults
 from tests.jobs import run
 from tests.tables import cost_report, manifest, report, rows
+from transforms.embedding.embedding_cache import row_text_key
 
 pytestmark = pytest.mark.slow
 
@@ -209,6 +211,16 @@ def test_an_edit_re_embeds_only_the_chunks_whose_text_changed(tmp_path):
     expected = {c["chunk_id"]: c["embedding"] for c in rows(fresh, "chunks")}
     for c in night3_chunks:
         np.testing.assert_allclose(c["embedding"], expected[c["chunk_id"]], atol=1e-6)
+    # night 3 recorded which cached vectors it used (what compact-cache dates entries by)
+    used = [
+        row
+        for name in os.listdir(cache)
+        if name.startswith("used-")
+        for row in pq.read_table(os.path.join(cache, name)).to_pylist()
+    ]
+    served = {row_text_key(c) for c in night3_chunks if c["text"] in cached_texts}
+    assert served and {u["text_sha256"] for u in used} == served
+    assert len(used) == len(served)  # once per text
 
 
 def test_a_bundle_retried_by_the_runner_writes_every_chunk_once(tmp_path, monkeypatch):

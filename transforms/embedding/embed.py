@@ -293,6 +293,7 @@ class _UseCache(Counts, beam.DoFn):
 
     HITS = "hits"
     EVENTS = "events"
+    USED = "used"  # the text key, once per text served from the cache
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
@@ -306,6 +307,7 @@ class _UseCache(Counts, beam.DoFn):
         if cached is None:
             yield _one_per_text((key, chunks))
             return
+        yield beam.pvalue.TaggedOutput(self.USED, key)
         for chunk in chunks:
             self.stat("chunks_embedded")
             self.stat("chunks_cached")
@@ -347,7 +349,7 @@ class EmbedChunks(beam.PTransform):
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
         keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
-        hits = cache_events = None
+        hits = cache_events = used = None
         if self.cached is None:
             distinct = (
                 keyed
@@ -360,11 +362,12 @@ class EmbedChunks(beam.PTransform):
                 | "Group identical texts with the cache" >> beam.CoGroupByKey()
                 | "Use cached vectors"
                 >> beam.ParDo(_UseCache(self.model_name)).with_outputs(
-                    _UseCache.HITS, _UseCache.EVENTS, main="misses"
+                    _UseCache.HITS, _UseCache.EVENTS, _UseCache.USED, main="misses"
                 )
             )
             distinct = looked_up.misses
             hits, cache_events = looked_up[_UseCache.HITS], looked_up[_UseCache.EVENTS]
+            used = looked_up[_UseCache.USED]
         embedded, dead = (
             distinct
             | "Run model" >> RunInference(KeyedModelHandler(self.handler)).with_exception_handling()
@@ -382,4 +385,4 @@ class EmbedChunks(beam.PTransform):
         if hits is not None:
             out_chunks = (out_chunks, hits) | "Embedded and cached" >> beam.Flatten()
             events = (events, cache_events) | "Embedding events" >> beam.Flatten()
-        return EmbedResult(out_chunks, bad, events, new_vectors)
+        return EmbedResult(out_chunks, bad, events, new_vectors, used)

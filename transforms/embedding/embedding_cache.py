@@ -6,8 +6,11 @@ Two sources, both keyed by the sha256 of exactly what the model reads (context a
   when that run's model key is this run's: an edited document, or a change of overlap, header or
   strategy, re-embeds only the chunks whose embedded text changed;
 - an --embedding_cache folder of Parquet files (local, gs://, s3://), to which each run adds
-  the vectors its model made (`embeddings-<run_id>-SSSSS-of-NNNNN.parquet`). Entries are never
-  rewritten, so the folder only grows; delete it to start afresh.
+  the vectors its model made (`embeddings-<run_id>-SSSSS-of-NNNNN.parquet`) and the keys of the
+  texts whose cached vector it used (`used-<run_id>-SSSSS-of-NNNNN.parquet`). A run rewrites no
+  entry, so the folder grows; `corpus-chunker compact-cache` (commands/compact_cache.py) rewrites
+  it with one entry per model and text, and drops those no run has made or used for
+  --max_age_days.
 The model key names the model and its weights: the ONNX model id carries its file's sha256,
 torch's is the model name and a hash of its weight and config files.
 """
@@ -26,14 +29,19 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import WriteToParquet
 
-from schemas.columns import EMBEDDING_CACHE, schema
+from schemas.columns import EMBEDDING_CACHE, EMBEDDING_CACHE_USE, schema
 from schemas.records import CONTEXT_JOINER
 from transforms.embedding.models import TORCH, CachedVector, EmbeddingConfig, text_key
 from transforms.stage_base import Counts
 
 _LOG = logging.getLogger(__name__)
 CACHE_SCHEMA = schema(EMBEDDING_CACHE)
-CACHE_COLUMNS = tuple(CACHE_SCHEMA.names)
+USE_SCHEMA = schema(EMBEDDING_CACHE_USE)
+# What a cache file must hold to be read: every column but `last_used`, which only compacted
+# files have (a run's own files are dated by their modification time).
+CACHE_COLUMNS = tuple(n for n in CACHE_SCHEMA.names if n != "last_used")
+VECTOR_FILES = "embeddings-"  # the prefix of the files of vectors a run writes
+USE_FILES = "used-"  # the prefix of the files of a run's uses (every other file holds vectors)
 _TEXT_KEY = re.compile(r"[0-9a-f]{64}")
 MAX_MODEL_TOKENS = 1 << 20
 # What a model folder's revision is made of: its weights and the files that change its vectors.
@@ -129,7 +137,17 @@ def entries_of_rows(
 
 
 def cache_files(folder: str) -> list[str]:
-    """The Parquet files of an --embedding_cache folder (none when it does not exist yet)."""
+    """The vector files of an --embedding_cache folder (none when it does not exist yet): its
+    Parquet files but the records of use."""
+    return [p for p in _parquet_files(folder) if not is_use_file(p)]
+
+
+def is_use_file(path: str) -> bool:
+    """Whether a cache folder's file records a run's uses (`used-*`), not vectors."""
+    return path.rstrip("/").rsplit("/", 1)[-1].startswith(USE_FILES)
+
+
+def _parquet_files(folder: str) -> list[str]:
     pattern = FileSystems.join(folder, "*.parquet")
     try:
         return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
@@ -238,6 +256,7 @@ def _cache_row(model: str, entry: tuple[str, CachedVector]) -> dict:
         "text_sha256": key,
         "embedding": list(cached.embedding),
         "model_tokens": cached.model_tokens,
+        "last_used": None,  # the file's own time
     }
 
 
@@ -256,10 +275,36 @@ class WriteCache(beam.PTransform):
             | "Cache rows" >> beam.Map(lambda e: _cache_row(self.model, e))
             | "Write cache"
             >> WriteToParquet(
-                FileSystems.join(self.folder, f"embeddings-{self.run_id}"),
+                FileSystems.join(self.folder, f"{VECTOR_FILES}{self.run_id}"),
                 schema=CACHE_SCHEMA,
                 codec="zstd",
                 file_name_suffix=".parquet",
                 record_batch_size=1000,
+            )
+        )
+
+
+class WriteCacheUse(beam.PTransform):
+    """Text keys whose cached vector the run used -> `used-<run_id>-*.parquet` in the
+    --embedding_cache folder: what `compact-cache` dates an entry's last use by."""
+
+    def __init__(self, folder: str, model: str, run_id: str) -> None:
+        super().__init__()
+        self.folder = folder
+        self.model = model
+        self.run_id = run_id
+
+    def expand(self, keys: beam.PCollection) -> beam.PCollection:
+        model = self.model
+        return (
+            keys
+            | "Use rows" >> beam.Map(lambda key: {"model": model, "text_sha256": key})
+            | "Write uses"
+            >> WriteToParquet(
+                FileSystems.join(self.folder, f"{USE_FILES}{self.run_id}"),
+                schema=USE_SCHEMA,
+                codec="zstd",
+                file_name_suffix=".parquet",
+                record_batch_size=10000,
             )
         )

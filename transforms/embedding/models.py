@@ -133,6 +133,7 @@ class EmbedResult(NamedTuple):
     rejects: beam.PCollection | None  # Reject of a chunk whose batch failed; None: no embedding
     events: beam.PCollection | None = None  # ChunkDeduplicated, EmbeddingReused
     new_vectors: beam.PCollection | None = None  # (text key, CachedVector) the model made
+    reused_keys: beam.PCollection | None = None  # text key of each text a cached vector served
 
 
 def quiet_model_loading() -> None:
