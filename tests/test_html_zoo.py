@@ -81,3 +81,56 @@ def test_mkdocs_headings_are_the_pages_headings():
     # every heading of the page was a "heading" violation: the checker read the permalink's
     # icon glyph into the page's headings; the job had split mkdocstrings' <h5>s
     assert [v.kind for v in _violations("mkdocs142-dev-guide-themes.html.gz")].count("heading") == 0
+
+
+def test_javadoc_members_are_headed_sections_not_list_items():
+    text = html_to_markdown(_html("commons-lang3-reflect-inheritanceutils.html.gz")).text
+    # Before: Javadoc's lists of sections (`<ul class="member-list"><li><section><h3>`) were
+    # list items, each on one line with its heading: "- ## Method Summary Modifier and
+    # TypeMethodDescription`static int``distance(...", "  - ### distance Returns the number..."
+    assert [h for _, _, h in headings(text)] == [
+        "Class InheritanceUtils",
+        "Constructor Summary",
+        "Method Summary",
+        "Methods inherited from class java.lang.Object",
+        "Constructor Details",
+        "InheritanceUtils",
+        "Method Details",
+        "distance",
+    ]
+    lines = text.split("\n")
+    # the summary's grid of <div>s is the table it draws, a row per member
+    assert "| Modifier and Type | Method | Description |" in lines
+    assert (
+        "| `static int` | `distance(Class<?> child, Class<?> parent)` | Returns the number of "
+        "inheritance hops between two classes. |"
+    ) in lines
+    # a member's signature and description, whose <div>s' text trafilatura keeps in a list
+    # item and drops outside one; the words before the description's <p> too
+    assert "public static int distance(Class<?> child, Class<?> parent)" in lines
+    assert "Utility methods focusing on inheritance." in lines
+    assert "`InheritanceUtils` instances should NOT be constructed in standard programming." in (
+        text
+    )
+    assert "This constructor is `public` to permit tools" in text
+    paths = {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert "distance" in paths
+    assert _violations("commons-lang3-reflect-inheritanceutils.html.gz") == []
+
+
+def test_javadoc_description_keeps_its_words_before_its_paragraphs():
+    text = html_to_markdown(_html("commons-lang3-text-strtokenizer.html.gz")).text
+    first = text.split("\n### getCSVInstance\n", 1)[1].split("\n### ", 1)[0]
+    # `<div class="block">Gets a new ... method). <p> You must call ...</div>`: once out of the
+    # list item, on a page with this much <p> text, trafilatura kept the <p> and dropped the
+    # <div>'s own text before it
+    assert first.strip().split("\n\n")[:3] == [
+        "public static StrTokenizer getCSVInstance()",
+        "Deprecated.",
+        "Gets a new tokenizer instance which parses Comma Separated Value strings initializing "
+        "it with the given input. The default for CSV processing will be trim whitespace from "
+        "both ends (which can be overridden with the setTrimmer method).",
+    ]
+    assert 'You must call a "reset" method to set the string which you want to parse.' in first
+    assert _violations("commons-lang3-text-strtokenizer.html.gz") == []
+

@@ -104,6 +104,8 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
+    _div_grids_as_tables(tree)
+    _layout_lists_unwrapped(tree)
     _preformatted_as_code(tree)
     mark_definitions(tree)
     if _wrap_body_in_main(tree):
@@ -461,6 +463,113 @@ def _layout_tables_unwrapped(tree: HtmlElement) -> None:
         block.extend(list(cell))  # moves the children, tails included
         block.tail = table.tail
         table.getparent().replace(table, block)
+
+
+_BLOCK_TAGS = frozenset(
+    {"p", "div", "section", "article", "ul", "ol", "dl", "pre", "table", "blockquote"}
+    | {"details", "summary", *_HEADING_TAGS}
+)
+
+
+def _div_grids_as_tables(tree: HtmlElement) -> None:
+    """Make a table of a grid of ``<div>``s headed by ``div.table-header`` cells.
+
+    Javadoc's newer layout (commons-lang3 3.12's pages; JUnit 4.13's still use ``<table>``)
+    writes its summaries of fields, constructors and methods as a CSS grid: a
+    ``div.summary-table`` whose first children are N ``div.table-header`` cells ("Modifier and
+    Type", "Method", "Description") and the rest the cells, N to a row. To trafilatura it was
+    text: a summary's rows glued on one line (``static boolean``and(boolean... array)`Performs
+    an 'and'...`static Boolean``and(...``). A grid whose cell count is a multiple of its
+    header count becomes the table it draws.
+    """
+    for grid in list(tree.iter("div")):
+        cells = [c for c in grid if isinstance(c.tag, str)]
+        width = 0
+        while width < len(cells) and "table-header" in (cells[width].get("class") or "").split():
+            width += 1
+        if width < 2 or len(cells) % width or any(c.tag != "div" for c in cells):
+            continue
+        table = grid.makeelement("table", {})
+        for start in range(0, len(cells), width):
+            row = table.makeelement("tr", {})
+            for cell in cells[start : start + width]:
+                cell.tag = "th" if start == 0 else "td"
+                cell.attrib.clear()
+                cell.tail = None
+                row.append(cell)  # moves it out of the grid
+            table.append(row)
+        table.tail = grid.tail
+        grid.getparent().replace(grid, table)
+
+
+def _layout_lists_unwrapped(tree: HtmlElement) -> None:
+    """Replace a list whose every item holds a heading with the items' content.
+
+    Javadoc lays a class page out as lists of sections (``<ul class="member-list"><li><section>
+    <h3>toIntValue</h3>``), and trafilatura writes a list item on one line, its headings
+    included: ``- ### toIntValue Converts the character...``, no heading to the chunker (524
+    of the zoo's Javadoc headings, issue 25). Such a list lays sections out; it is no list.
+
+    Then the text of every ``<div>`` of the page (Javadoc's descriptions, ``div.block``, and
+    signatures, ``div.member-signature``) becomes paragraphs (`_div_text_as_paragraphs`). In a
+    list item trafilatura kept a ``<div>``'s text; outside one it keeps it only while the page
+    has little ``<p>`` text (main_extractor._extract: ``div`` is a potential tag only then),
+    and the unwrapped sections have a lot: without this, every description lost its words
+    before its first inline code (``Helps work with `ClassLoader`.`` became
+    ``ClassLoader`.``).
+    """
+    unwrapped = False
+    for lst in reversed(list(tree.iter("ul", "ol"))):  # inner lists first
+        items = [c for c in lst if isinstance(c.tag, str)]
+        if not items or any(
+            li.tag != "li" or next(li.iter(*_HEADING_TAGS), None) is None for li in items
+        ):
+            continue
+        for li in items:
+            li.drop_tag()
+        lst.drop_tag()
+        unwrapped = True
+    if unwrapped:
+        for div in list(tree.iter("div")):
+            _div_text_as_paragraphs(div)
+
+
+def _is_block(el: HtmlElement) -> bool:
+    return el.tag in _BLOCK_TAGS or any(d.tag in _BLOCK_TAGS for d in el.iterdescendants())
+
+
+def _div_text_as_paragraphs(div: HtmlElement) -> None:
+    """A ``<div>`` of text and inline markup as a ``<p>``; in one that also holds blocks, each
+    run of its text and inline children as a ``<p>`` of its own (Javadoc's ``div.block``:
+    ``Gets a new tokenizer instance ... <p> You must call ...``)."""
+    if not div.text_content().strip():
+        return
+    if not any(d.tag in _BLOCK_TAGS for d in div.iterdescendants()):
+        div.tag = "p"
+        return
+    children: list[HtmlElement] = []
+    text, run = div.text, []  # a run of text and inline children
+    div.text = None
+
+    def end_run() -> None:
+        if (text or "").strip() or any(c.text_content().strip() for c in run):
+            paragraph = div.makeelement("p", {})
+            paragraph.text = text
+            paragraph.extend(run)  # moves them, tails included
+            children.append(paragraph)
+
+    for child in list(div):
+        if isinstance(child.tag, str) and _is_block(child):
+            end_run()
+            text, run = child.tail, []
+            child.tail = None
+            children.append(child)
+        else:
+            run.append(child)
+    end_run()
+    for child in list(div):
+        div.remove(child)
+    div.extend(children)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:
