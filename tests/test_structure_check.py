@@ -56,3 +56,15 @@ def test_a_block_start_escape_is_syntax():
     html = _page("<ul><li>- Strings which are not entire sentences.</li></ul>")
     assert _kinds(html, "- \\- Strings which are not entire sentences.") == []
     assert _kinds(html, "- Strings \\- which are not entire sentences.") == ["escape"]
+
+
+def test_an_item_is_glued_only_when_no_occurrence_of_its_words_starts_a_line():
+    # Javadoc: the <dd> "a new array of possible values" first occurs inside the summary's
+    # "Returns a new array of possible values (like an enum would)."; its own line comes later
+    html = _page(
+        "<p>Returns a new array of possible values (like an enum would).</p>"
+        "<dl><dt>Returns:</dt><dd>a new array of possible values (like an enum would).</dd></dl>"
+    )
+    summary = "Returns a new array of possible values (like an enum would)."
+    assert _kinds(html, f"{summary}\n\n- Returns:\n: a new array of possible values.") == []
+    assert _kinds(html, f"{summary}\n\n- Returns, as a new array of possible values.") == ["list"]

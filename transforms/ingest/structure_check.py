@@ -171,6 +171,23 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(text.split("\n")) if i not in code_lines]
 
 
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _glued_before(text: str, at: int) -> str:
+    """The text before `at` on its line when it is more than markers, else ""."""
+    before = text[text.rfind("\n", 0, at) + 1 : at]
+    # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
+    if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
+        return before
+    return ""
+
+
 def check_page(
     tree: HtmlElement, text: str, title: str | None = None, page_text: str | None = None
 ) -> list[Violation]:
@@ -223,13 +240,12 @@ def check_page(
         if len(words) < 3:
             continue
         start = " ".join(words)
-        at = prose_text.find(start)
-        if at <= 0:
-            continue
-        before = prose_text[prose_text.rfind("\n", 0, at) + 1 : at]
-        # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
-        if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
-            out.append(Violation("list", f"<{item.tag}> glued: {before[-30:]}{start}"[:100]))
+        # the item's words may come first elsewhere (Javadoc's `<dd>` "a new array of ..." in
+        # the summary's "Returns a new array of ..."): glued only when no occurrence starts
+        # its line
+        glued = [_glued_before(prose_text, at) for at in _occurrences(prose_text, start)]
+        if glued and all(glued):
+            out.append(Violation("list", f"<{item.tag}> glued: {glued[0][-30:]}{start}"[:100]))
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
