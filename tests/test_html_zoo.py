@@ -146,3 +146,22 @@ def test_a_rust_lifetime_in_a_heading_is_text_not_emphasis():
     assert clone in [h for _, _, h in headings(text)]
     assert clone in {s.path[-1] for s in markdown_sections(text) if s.path}
     assert _violations("rust163-std-btree-set-difference.html.gz") == []
+
+
+def test_an_admonition_in_a_definition_is_labelled_not_headed():
+    text = html_to_markdown(_html("postgresql15-runtime-config-statistics.html.gz")).text
+    # Before: "  ### Note SQL-language functions that are simple enough...", a heading inside the
+    # definition of track_functions, that took the note's first line for its text
+    assert [h for _, _, h in headings(text)] == [
+        "20.9. Run-time Statistics",
+        "20.9.1. Cumulative Query and Index Statistics",
+        "20.9.2. Statistics Monitoring",
+    ]
+    lines = text.split("\n")
+    at = lines.index("- `track_functions` (`enum`)")
+    note = lines.index("  **Note**", at)
+    assert lines[note + 1].startswith("  SQL-language functions that are simple enough")
+    assert not [line for line in lines[at + 1 : note] if line.startswith("- ")]
+    assert [v.kind for v in _violations("postgresql15-runtime-config-statistics.html.gz")].count(
+        "heading"
+    ) == 0

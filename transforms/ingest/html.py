@@ -106,6 +106,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _layout_tables_unwrapped(tree)
     _div_grids_as_tables(tree)
     _layout_lists_unwrapped(tree)
+    _headings_in_items_as_text(tree)
     _preformatted_as_code(tree)
     mark_definitions(tree)
     if _wrap_body_in_main(tree):
@@ -532,6 +533,30 @@ def _layout_lists_unwrapped(tree: HtmlElement) -> None:
     if unwrapped:
         for div in list(tree.iter("div")):
             _div_text_as_paragraphs(div)
+
+
+def _headings_in_items_as_text(tree: HtmlElement) -> None:
+    """A heading inside a list item or a definition's description as a paragraph of bold text.
+
+    DocBook heads an admonition with a heading (``<div class="note"><h3
+    class="title">Note</h3>``), also where the admonition sits in a ``<dd>`` (PostgreSQL's
+    option lists). trafilatura writes a list item's blocks on its lines, the heading glued
+    to the paragraph after it: ``  ### Note When `-e` is specified,``, a heading in the middle
+    of the definition, that took the paragraph's first line for its text and would head the
+    chunks after it (43 of the zoo's DocBook headings). Inside an item it is the label of a
+    block, as a browser shows it, not a section of the page. Run after
+    `_layout_lists_unwrapped`, whose lists are no lists.
+    """
+    for heading in list(tree.iter(*_HEADING_TAGS)):
+        if not any(a.tag in ("li", "dd") for a in heading.iterancestors()):
+            continue
+        label = heading.makeelement("strong", {})
+        label.text = heading.text
+        label.extend(list(heading))  # moves the children, tails included
+        heading.text = None
+        heading.attrib.clear()
+        heading.tag = "p"
+        heading.append(label)
 
 
 def _is_block(el: HtmlElement) -> bool:
