@@ -162,6 +162,6 @@ def test_an_admonition_in_a_definition_is_labelled_not_headed():
     note = lines.index("  **Note**", at)
     assert lines[note + 1].startswith("  SQL-language functions that are simple enough")
     assert not [line for line in lines[at + 1 : note] if line.startswith("- ")]
-    assert [v.kind for v in _violations("postgresql15-runtime-config-statistics.html.gz")].count(
-        "heading"
-    ) == 0
+    # the chapter's table of contents (links to its own sections) is no lost content
+    assert _violations("postgresql15-runtime-config-statistics.html.gz") == []
+

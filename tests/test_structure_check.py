@@ -68,3 +68,19 @@ def test_an_item_is_glued_only_when_no_occurrence_of_its_words_starts_a_line():
     summary = "Returns a new array of possible values (like an enum would)."
     assert _kinds(html, f"{summary}\n\n- Returns:\n: a new array of possible values.") == []
     assert _kinds(html, f"{summary}\n\n- Returns, as a new array of possible values.") == ["list"]
+
+
+def test_a_table_of_contents_of_the_page_is_no_lost_content():
+    # DocBook: a chapter's <h2> over a <div class="toc"> of links to its own sections, which the
+    # job drops; the page's text goes from the chapter's heading to its first section's
+    toc = "".join(
+        f"<dt><a href='page.html#s{i}'>20.9.{i}. Section number {i} of the chapter</a></dt>"
+        for i in (1, 2)
+    )
+    sections = "".join(f"<h3 id='s{i}'>S{i}</h3><p>Text of section {i}.</p>" for i in (1, 2))
+    html = _page(f"<h2>Chapter</h2><div class='toc'><dl>{toc}</dl></div>{sections}")
+    text = "## Chapter\n\n### S1\n\nText of section 1.\n\n### S2\n\nText of section 2."
+    assert _kinds(html, text) == []
+    # links to other pages are content (CMake's toctrees of variables)
+    elsewhere = html.replace("page.html#s", "other.html#x")
+    assert _kinds(elsewhere, text) == ["lost"]

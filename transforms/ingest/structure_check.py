@@ -143,7 +143,12 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     """For each heading's normalized text, the characters of text up to the next heading; of
     several headings of one text, the least (rustdoc's sidebar repeats "Blanket
     Implementations" over a list of links, Django's pages hold two "Usage" sections: the
-    text's heading may be either)."""
+    text's heading may be either). The text of a link to an element of the page is no
+    content: a table of contents of the sections that follow (DocBook's ``div.toc`` under a
+    chapter's heading, Sphinx's "Contents" topic), which the job rightly drops, is the same
+    headings again."""
+    ids = set(tree.xpath("//@id"))
+    in_page = {a for a in tree.iter("a") if (a.get("href") or "").partition("#")[2] in ids - {""}}
     sections: list[list] = []  # [text, characters]
     for node in tree.iter():
         if not isinstance(node.tag, str):
@@ -155,7 +160,11 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
             continue
         if node.tag in ("script", "style"):
             continue
-        sections[-1][1] += len((node.text or "").strip()) + len((node.tail or "").strip())
+        tail = len((node.tail or "").strip())
+        if node in in_page or any(a in in_page for a in node.iterancestors("a")):
+            sections[-1][1] += tail if node in in_page else 0
+            continue
+        sections[-1][1] += len((node.text or "").strip()) + tail
     out: dict[str, int] = {}
     for text, chars in sections:
         out[text] = min(out.get(text, chars), chars)
