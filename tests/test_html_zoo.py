@@ -165,3 +165,12 @@ def test_an_admonition_in_a_definition_is_labelled_not_headed():
     # the chapter's table of contents (links to its own sections) is no lost content
     assert _violations("postgresql15-runtime-config-statistics.html.gz") == []
 
+
+def test_a_sphinx_toctree_in_the_body_is_content():
+    text = html_to_markdown(_html("cmake325-manual-cmake-generators.7.html.gz")).text
+    # Before: "#### Makefile Generators" followed at once by "#### Ninja Generators": the
+    # toctree of generator pages under each heading, all links, went as navigation
+    makefiles = text.split("#### Makefile Generators\n", 1)[1].split("\n#", 1)[0]
+    assert "- Unix Makefiles" in makefiles.split("\n")
+    assert "- Visual Studio 17 2022" in text.split("\n")
+    assert _violations("cmake325-manual-cmake-generators.7.html.gz") == []

@@ -100,6 +100,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_headerlinks(tree)
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
+    _toctree_links_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
@@ -365,6 +366,26 @@ def _drop_widgets(tree: HtmlElement) -> None:
             for link in links:
                 link.drop_tag()
     for link in _CODE_LINKS_XPATH(tree):
+        link.drop_tag()
+
+
+_TOCTREE_LINKS_XPATH = XPath(
+    "//div[contains(concat(' ', normalize-space(@class), ' '), ' toctree-wrapper ')]//a"
+)
+
+
+def _toctree_links_as_text(tree: HtmlElement) -> None:
+    """The links of a Sphinx ``toctree`` in the page's body as their text.
+
+    A toctree lists the pages under this one, and on an index page that list is the content:
+    CMake's cmake-variables(7) is eight headings, each over a toctree of hundreds of variable
+    names (CMAKE_AR, CMAKE_ARGC...). To trafilatura's link-density test a list of links is
+    navigation, and the page came out as eight empty headings in a row (issue 25; 12 "lost"
+    violations on the zoo's CMake pages). The sidebar's toctree is no ``div.toctree-wrapper``
+    (Sphinx writes that class only for a toctree directive in the body), and is pruned as
+    before.
+    """
+    for link in _TOCTREE_LINKS_XPATH(tree):
         link.drop_tag()
 
 
