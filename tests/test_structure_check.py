@@ -84,3 +84,38 @@ def test_a_table_of_contents_of_the_page_is_no_lost_content():
     # links to other pages are content (CMake's toctrees of variables)
     elsewhere = html.replace("page.html#s", "other.html#x")
     assert _kinds(elsewhere, text) == ["lost"]
+
+
+def test_a_definition_that_opens_with_code_is_not_glued():
+    # texi2html (gettext's manual): <dd><code>'...%(ident)d...' % { 'ident': value }</code>
+    # written ": `'...%(ident)d...' % { 'ident': value }`"
+    html = _page(
+        "<dl><dt>Python</dt><dd><code>'...%(ident)d...' % { 'ident': value }</code></dd></dl>"
+    )
+    dd = "`'...%(ident)d...' % { 'ident': value }`"
+    assert _kinds(html, f"- Python\n: {dd}") == []
+    assert _kinds(html, f"- Python, in Python {dd}") == ["list"]
+
+
+def test_a_navigation_item_is_not_a_glued_item():
+    # MkDocs' menu item "Customizing Your Theme", all link, is dropped with the menu; its words
+    # in a sentence of the text are not the item glued to that sentence
+    html = _page(
+        "<ul><li><a href='../customizing/'>Customizing Your Theme</a></li></ul>"
+        "<ul><li>Customizing Your Theme, in one line</li></ul>"
+    )
+    text = "See the documentation for Customizing Your Theme."
+    assert _kinds(html, f"{text}\n\n- Customizing Your Theme, in one line") == []
+    assert _kinds(html, f"{text} Customizing Your Theme, in one line") == ["list"]
+
+
+def test_a_table_row_is_matched_by_its_cells():
+    # a table in a list item, written a row to a line with "|" between the cells
+    html = _page(
+        "<table><tr><td>0-99</td><td>Fix invalid nodes by docutils.</td></tr>"
+        "<tr><td>100-299</td><td>Preparation of the doctree</td></tr></table>"
+    )
+    rows = "0-99 | Fix invalid nodes by docutils.\n  100-299 | Preparation of the doctree"
+    assert _kinds(html, f"- Priority\n  {rows}") == []
+    glued = "0-99 | Fix invalid nodes by docutils. 100-299 | Preparation of the doctree"
+    assert _kinds(html, f"- Priority\n  {glued}") == ["list"]

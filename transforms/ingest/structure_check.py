@@ -192,7 +192,10 @@ def _glued_before(text: str, at: int) -> str:
     """The text before `at` on its line when it is more than markers, else ""."""
     before = text[text.rfind("\n", 0, at) + 1 : at]
     # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
-    if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
+    # after a table cell's "|" or a definition's ": ", the item's first code span or emphasis
+    # may open: ": `'...%(ident)d...'`" (texi2html's <dd>s)
+    opened = before.rstrip(" \t`*_")
+    if before.strip(" \t-*+>|#0123456789.)`\\") and not opened.endswith(("|", ":")):
         return before
     return ""
 
@@ -242,17 +245,28 @@ def check_page(
 
     # list items, table rows and definition-list entries start a line of their own
     prose_text = "\n".join(line for _, line in prose)
+    # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
+    # in a list item written a row to a line), matched as the row's words
+    row_text = "\n".join(" ".join(line.replace("|", " ").split()) for _, line in prose)
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
             continue
-        words = _plain(item.text_content()).split()[:6]
+        if _plain(item.text_content()) == _plain("".join(item.xpath(".//a//text()"))):
+            # a navigation item, all link (MkDocs' "Customizing Your Theme" in its menu),
+            # which the job drops: its words in a sentence of the text are not it, glued
+            continue
+        if item.tag == "tr":  # its cells, apart (`<td>0-99</td><td>Fix...` has no space)
+            words = _plain(" ".join(c.text_content() for c in item)).split()[:6]
+        else:
+            words = _plain(item.text_content()).split()[:6]
         if len(words) < 3:
             continue
         start = " ".join(words)
         # the item's words may come first elsewhere (Javadoc's `<dd>` "a new array of ..." in
         # the summary's "Returns a new array of ..."): glued only when no occurrence starts
         # its line
-        glued = [_glued_before(prose_text, at) for at in _occurrences(prose_text, start)]
+        text = row_text if item.tag == "tr" else prose_text
+        glued = [_glued_before(text, at) for at in _occurrences(text, start)]
         if glued and all(glued):
             out.append(Violation("list", f"<{item.tag}> glued: {glued[0][-30:]}{start}"[:100]))
 
