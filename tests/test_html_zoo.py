@@ -174,3 +174,17 @@ def test_a_sphinx_toctree_in_the_body_is_content():
     assert "- Unix Makefiles" in makefiles.split("\n")
     assert "- Visual Studio 17 2022" in text.split("\n")
     assert _violations("cmake325-manual-cmake-generators.7.html.gz") == []
+
+
+def test_a_table_in_a_definition_is_a_row_to_a_line():
+    text = html_to_markdown(_html("sphinx53-websupport-api.html.gz")).text
+    # Before: "  Key Contents text The comment text. username The username that was stored with
+    # the comment. id ...", the table of WebSupport.get_data's <dd> as one run of text
+    lines = text.split("\n")
+    at = lines.index("  Key | Contents")
+    assert lines[at + 1 : at + 4] == [
+        "  text | The comment text.",
+        "  username | The username that was stored with the comment.",
+        "  id | The comment’s unique identifier.",
+    ]
+    assert _violations("sphinx53-websupport-api.html.gz") == []

@@ -108,6 +108,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _div_grids_as_tables(tree)
     _layout_lists_unwrapped(tree)
     _headings_in_items_as_text(tree)
+    _tables_in_items_as_lines(tree)
     _preformatted_as_code(tree)
     mark_definitions(tree)
     if _wrap_body_in_main(tree):
@@ -578,6 +579,37 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
         heading.attrib.clear()
         heading.tag = "p"
         heading.append(label)
+
+
+def _tables_in_items_as_lines(tree: HtmlElement) -> None:
+    """A table inside a list item or a ``<dd>`` as a paragraph per row, cells joined by " | ".
+
+    trafilatura writes a list item's content on its lines and a table there as one run of
+    text: Sphinx's table of transform priorities inside the ``<dd>`` of
+    ``Sphinx.add_transform`` came out as ``Priority Main purpose in Sphinx 0-99 Fix invalid
+    nodes by docutils. ... 900-999 Finalize and clean up.``, its rows glued (19 of the zoo's
+    Sphinx "list" violations). Each row is now a line of the item (``0-99 | Fix invalid nodes
+    by docutils. Translate a doctree.``), the caption a line before them. A table whose cells
+    hold lists or code is left as it was: its text would lose their lines.
+    """
+    for table in reversed(list(tree.iter("table"))):  # inner tables first
+        if table.getparent() is None:
+            continue
+        if not any(a.tag in ("li", "dd") for a in table.iterancestors()):
+            continue
+        if next(table.iter("ul", "ol", "dl", "pre"), None) is not None:
+            continue  # a cell of lists or code (Django's field lists): its lines are its own
+        block = table.makeelement("p", {})
+        lines = [_plain(c.text_content()) for c in table.iter("caption")]
+        for row in table.iter("tr"):
+            cells = [_plain(c.text_content()) for c in row if c.tag in ("td", "th")]
+            lines.append(" | ".join(c for c in cells if c))
+        for line in filter(None, lines):  # each after a line break: the first one too
+            br = block.makeelement("br", {})
+            br.tail = line
+            block.append(br)
+        block.tail = table.tail
+        table.getparent().replace(table, block)
 
 
 def _is_block(el: HtmlElement) -> bool:
