@@ -119,3 +119,17 @@ def test_a_table_row_is_matched_by_its_cells():
     assert _kinds(html, f"- Priority\n  {rows}") == []
     glued = "0-99 | Fix invalid nodes by docutils. 100-299 | Preparation of the doctree"
     assert _kinds(html, f"- Priority\n  {glued}") == ["list"]
+
+
+def test_a_pre_in_a_table_cell_is_a_code_span_of_its_row():
+    # PostgreSQL's function tables show an example's result in a <pre> of the cell; a Markdown
+    # table row holds no block, so the job writes it as a code span, `|` escaped
+    html = _page(
+        '<table><tr><td><p>json_each(\'{"a":"foo"}\')</p>'
+        '<pre>key | value\n-----+-------\n a   | "foo"</pre></td></tr></table>'
+    )
+    row = '| json_each(\'{"a":"foo"}\') `key \\| value -----+------- a \\| "foo"` |'
+    assert _kinds(html, f"| function |\n|---|\n{row}") == []
+    # outside a cell, a <pre> is still a fenced block
+    bare = _page('<pre>key | value\n-----+-------\n a   | "foo"</pre>')
+    assert _kinds(bare, '`key | value -----+------- a | "foo"`') == ["fence"]
