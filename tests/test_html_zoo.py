@@ -188,3 +188,16 @@ def test_a_table_in_a_definition_is_a_row_to_a_line():
         "  id | The comment’s unique identifier.",
     ]
     assert _violations("sphinx53-websupport-api.html.gz") == []
+
+
+def test_a_heading_permalink_does_not_make_a_method_a_link_list():
+    text = html_to_markdown(_html("rust163-std-cell-unsafecell.html.gz")).text
+    # Before: "#### pub const fn new(value: T) -> UnsafeCell<T>" followed at once by the next
+    # heading; `into_inner` and `get_mut` the same: each docblock's "Examples" heading (a link
+    # to itself) and its example's "Run" link read as a link list
+    new = text.split("#### pub const fn new(value: T) -> UnsafeCell<T>\n", 1)[1]
+    assert new.lstrip().startswith("Constructs a new instance of `UnsafeCell`")
+    assert "#### pub fn into_inner(self) -> T" in text.split("\n")
+    get_mut = text.split("#### pub fn get_mut(&mut self) -> &mut T\n", 1)[1]
+    assert get_mut.lstrip().startswith("Returns a mutable reference to the underlying data.")
+    assert _violations("rust163-std-cell-unsafecell.html.gz") == []

@@ -366,6 +366,16 @@ def _drop_widgets(tree: HtmlElement) -> None:
         if outside.strip():  # a heading that is one link is a site's banner: left to prune
             for link in links:
                 link.drop_tag()
+            continue
+        # ... unless the link is the heading's permalink, to the heading itself or its section
+        # (rustdoc's `<h5 id="examples-4"><a href="#examples-4">Examples</a></h5>`, mdBook's
+        # `<a class="header">`): with the "Run" link of its example, it made a method's
+        # docblock a link list to trafilatura, and 12 methods lost their descriptions
+        own = {heading.get("id"), *(a.get("id") for a in heading.iterancestors())} - {None}
+        for link in links:
+            href = link.get("href") or ""
+            if href.startswith("#") and href[1:] in own:
+                link.drop_tag()
     for link in _CODE_LINKS_XPATH(tree):
         link.drop_tag()
 
