@@ -133,3 +133,14 @@ def test_a_pre_in_a_table_cell_is_a_code_span_of_its_row():
     # outside a cell, a <pre> is still a fenced block
     bare = _page('<pre>key | value\n-----+-------\n a   | "foo"</pre>')
     assert _kinds(bare, '`key | value -----+------- a | "foo"`') == ["fence"]
+
+
+def test_an_escaped_backtick_next_to_a_code_span_is_syntax():
+    # zsh's FAQ (texi2any): "test: `<code>[[ -o multibyte ]]</code>'" is written
+    # "test: \``[[ -o multibyte ]]`'": unescaped, the page's backtick joins the span's run
+    html = _page("<p>standard option test: `<code>[[ -o multibyte ]]</code>'.</p>")
+    assert _kinds(html, "standard option test: \\``[[ -o multibyte ]]`'.") == []
+    assert _kinds(html, "standard option test: \\` [[ -o multibyte ]]'.") == ["escape"]
+    # a code span of a backslash (PostgreSQL's `\k`) holds no escape of text
+    pg = _page("<p><code>\\</code><em><code>k</code></em> where k is a character</p>")
+    assert _kinds(pg, "`\\`*`k`* where k is a character") == []

@@ -37,6 +37,7 @@ _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
 _CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _GLUED_FENCE = re.compile(r"\S[ \t]*```")
+_TICK_BY_SPAN = re.compile(r"(?<=\x00)\\`|\\`(?=\x00)")  # \x00: where a code span was
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _NAVIGATION = re.compile(
     r"^(?:#+ )?(?:Navigation|Quick search|Previous topic|Next topic|This Page|Show Source"
@@ -282,7 +283,10 @@ def check_page(
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
-        line = _CODE_SPAN.sub("", line)
+        # a backtick of the page next to a code span's stays escaped: unescaped it would join
+        # the span's run (trafilatura_markdown._escaped_ticks; Texinfo's `quote' around code,
+        # ``\``[[ -o multibyte ]]`'``): syntax, not text
+        line = _TICK_BY_SPAN.sub("", _CODE_SPAN.sub("\x00", line)).replace("\x00", "")
         content = _CONTAINER_MARKERS.match(line).end()
         for m in _ESCAPE.finditer(line):
             if m.start() == content and m.group(1) in "#>-+":
