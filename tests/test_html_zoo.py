@@ -201,3 +201,13 @@ def test_a_heading_permalink_does_not_make_a_method_a_link_list():
     get_mut = text.split("#### pub fn get_mut(&mut self) -> &mut T\n", 1)[1]
     assert get_mut.lstrip().startswith("Returns a mutable reference to the underlying data.")
     assert _violations("rust163-std-cell-unsafecell.html.gz") == []
+
+
+def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
+    text = html_to_markdown(_html("rust163-book-ch05-03-method-syntax.html.gz")).text
+    # Before: "### Where’s the", a blank line, then "`->` Operator?": trafilatura's quote
+    # handling split the aside's <h3> at its <code>
+    lines = text.split("\n")
+    assert "**Where’s the `->` Operator?**" in lines
+    assert "Where’s the" not in [h for _, _, h in headings(text)]
+    assert _violations("rust163-book-ch05-03-method-syntax.html.gz") == []

@@ -568,7 +568,8 @@ def _layout_lists_unwrapped(tree: HtmlElement) -> None:
 
 
 def _headings_in_items_as_text(tree: HtmlElement) -> None:
-    """A heading inside a list item or a definition's description as a paragraph of bold text.
+    """A heading inside a list item, a definition's description or a block quote as a
+    paragraph of bold text.
 
     DocBook heads an admonition with a heading (``<div class="note"><h3
     class="title">Note</h3>``), also where the admonition sits in a ``<dd>`` (PostgreSQL's
@@ -578,9 +579,13 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
     chunks after it (43 of the zoo's DocBook headings). Inside an item it is the label of a
     block, as a browser shows it, not a section of the page. Run after
     `_layout_lists_unwrapped`, whose lists are no lists.
+
+    So is a heading inside a ``<blockquote>``: the Rust book's asides (``<blockquote><h3>Where’s
+    the <code>-&gt;</code> Operator?</h3>``) came out of trafilatura's quote handling as ``###
+    Where’s the``, the code and the rest of the heading on the lines after it.
     """
     for heading in list(tree.iter(*_HEADING_TAGS)):
-        if not any(a.tag in ("li", "dd") for a in heading.iterancestors()):
+        if not any(a.tag in ("li", "dd", "blockquote") for a in heading.iterancestors()):
             continue
         label = heading.makeelement("strong", {})
         label.text = heading.text
