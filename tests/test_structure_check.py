@@ -144,3 +144,19 @@ def test_an_escaped_backtick_next_to_a_code_span_is_syntax():
     # a code span of a backslash (PostgreSQL's `\k`) holds no escape of text
     pg = _page("<p><code>\\</code><em><code>k</code></em> where k is a character</p>")
     assert _kinds(pg, "`\\`*`k`* where k is a character") == []
+
+
+def test_an_item_is_matched_without_its_emphasis_marks():
+    # Flask's "Return type:" <dd>: Sphinx emphasizes each name of the type, written
+    # "*Union*[*Callable*[...", and the same words first occur glued after a parameter
+    names = ["Union", "Callable", "R", "R", "Callable", "R", "Awaitable", "R"]
+    shape = "{}[{}[[{}], {}], {}[[{}], {}[{}]]]"
+    html = _page(
+        "<dl><dt>Return type:</dt><dd>"
+        + shape.format(*(f"<em>{n}</em>" for n in names))
+        + "</dd></dl>"
+    )
+    param = f"- Parameters:\n: **f** (*{shape.format(*names)}*) –"
+    typed = shape.format(*(f"*{n}*" for n in names))
+    assert _kinds(html, f"{param}\n- Return type:\n: {typed}") == []
+    assert _kinds(html, f"{param}\n- Return type: and {typed}") == ["list"]

@@ -255,10 +255,14 @@ def check_page(
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
 
     # list items, table rows and definition-list entries start a line of their own
-    prose_text = "\n".join(line for _, line in prose)
+    # emphasis marks out: Sphinx emphasizes each name of a type (`*Union*[*Callable*[...`), and
+    # an item's words are the page's text
+    prose_text = "\n".join(line for _, line in prose).replace("*", "")
     # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
     # in a list item written a row to a line), matched as the row's words
-    row_text = "\n".join(" ".join(line.replace("|", " ").split()) for _, line in prose)
+    row_text = "\n".join(
+        " ".join(line.replace("|", " ").replace("*", "").split()) for _, line in prose
+    )
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
             continue
