@@ -81,3 +81,133 @@ def test_mkdocs_headings_are_the_pages_headings():
     # every heading of the page was a "heading" violation: the checker read the permalink's
     # icon glyph into the page's headings; the job had split mkdocstrings' <h5>s
     assert [v.kind for v in _violations("mkdocs142-dev-guide-themes.html.gz")].count("heading") == 0
+
+
+def test_javadoc_members_are_headed_sections_not_list_items():
+    text = html_to_markdown(_html("commons-lang3-reflect-inheritanceutils.html.gz")).text
+    # Before: Javadoc's lists of sections (`<ul class="member-list"><li><section><h3>`) were
+    # list items, each on one line with its heading: "- ## Method Summary Modifier and
+    # TypeMethodDescription`static int``distance(...", "  - ### distance Returns the number..."
+    assert [h for _, _, h in headings(text)] == [
+        "Class InheritanceUtils",
+        "Constructor Summary",
+        "Method Summary",
+        "Methods inherited from class java.lang.Object",
+        "Constructor Details",
+        "InheritanceUtils",
+        "Method Details",
+        "distance",
+    ]
+    lines = text.split("\n")
+    # the summary's grid of <div>s is the table it draws, a row per member
+    assert "| Modifier and Type | Method | Description |" in lines
+    assert (
+        "| `static int` | `distance(Class<?> child, Class<?> parent)` | Returns the number of "
+        "inheritance hops between two classes. |"
+    ) in lines
+    # a member's signature and description, whose <div>s' text trafilatura keeps in a list
+    # item and drops outside one; the words before the description's <p> too
+    assert "public static int distance(Class<?> child, Class<?> parent)" in lines
+    assert "Utility methods focusing on inheritance." in lines
+    assert "`InheritanceUtils` instances should NOT be constructed in standard programming." in (
+        text
+    )
+    assert "This constructor is `public` to permit tools" in text
+    paths = {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert "distance" in paths
+    assert _violations("commons-lang3-reflect-inheritanceutils.html.gz") == []
+
+
+def test_javadoc_description_keeps_its_words_before_its_paragraphs():
+    text = html_to_markdown(_html("commons-lang3-text-strtokenizer.html.gz")).text
+    first = text.split("\n### getCSVInstance\n", 1)[1].split("\n### ", 1)[0]
+    # `<div class="block">Gets a new ... method). <p> You must call ...</div>`: once out of the
+    # list item, on a page with this much <p> text, trafilatura kept the <p> and dropped the
+    # <div>'s own text before it
+    assert first.strip().split("\n\n")[:3] == [
+        "public static StrTokenizer getCSVInstance()",
+        "Deprecated.",
+        "Gets a new tokenizer instance which parses Comma Separated Value strings initializing "
+        "it with the given input. The default for CSV processing will be trim whitespace from "
+        "both ends (which can be overridden with the setTrimmer method).",
+    ]
+    assert 'You must call a "reset" method to set the string which you want to parse.' in first
+    assert _violations("commons-lang3-text-strtokenizer.html.gz") == []
+
+
+def test_a_rust_lifetime_in_a_heading_is_text_not_emphasis():
+    text = html_to_markdown(_html("rust163-std-btree-set-difference.html.gz")).text
+    # Before: "### impl<'\_, T, A> Clone for Difference<'\_, T, A> ...": unescaped, CommonMark
+    # reads `_, T, A> Clone for Difference<'_` as emphasis, so the escapes stayed for the
+    # section path to keep its underscores (181 of the zoo's rustdoc escapes)
+    clone = "impl<'_, T, A> Clone for Difference<'_, T, A> where A: Allocator + Clone,"
+    assert f"### {clone}" in text.split("\n")
+    assert "\\_" not in text
+    assert clone in [h for _, _, h in headings(text)]
+    assert clone in {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert _violations("rust163-std-btree-set-difference.html.gz") == []
+
+
+def test_an_admonition_in_a_definition_is_labelled_not_headed():
+    text = html_to_markdown(_html("postgresql15-runtime-config-statistics.html.gz")).text
+    # Before: "  ### Note SQL-language functions that are simple enough...", a heading inside the
+    # definition of track_functions, that took the note's first line for its text
+    assert [h for _, _, h in headings(text)] == [
+        "20.9. Run-time Statistics",
+        "20.9.1. Cumulative Query and Index Statistics",
+        "20.9.2. Statistics Monitoring",
+    ]
+    lines = text.split("\n")
+    at = lines.index("- `track_functions` (`enum`)")
+    note = lines.index("  **Note**", at)
+    assert lines[note + 1].startswith("  SQL-language functions that are simple enough")
+    assert not [line for line in lines[at + 1 : note] if line.startswith("- ")]
+    # the chapter's table of contents (links to its own sections) is no lost content
+    assert _violations("postgresql15-runtime-config-statistics.html.gz") == []
+
+
+def test_a_sphinx_toctree_in_the_body_is_content():
+    text = html_to_markdown(_html("cmake325-manual-cmake-generators.7.html.gz")).text
+    # Before: "#### Makefile Generators" followed at once by "#### Ninja Generators": the
+    # toctree of generator pages under each heading, all links, went as navigation
+    makefiles = text.split("#### Makefile Generators\n", 1)[1].split("\n#", 1)[0]
+    assert "- Unix Makefiles" in makefiles.split("\n")
+    assert "- Visual Studio 17 2022" in text.split("\n")
+    assert _violations("cmake325-manual-cmake-generators.7.html.gz") == []
+
+
+def test_a_table_in_a_definition_is_a_row_to_a_line():
+    text = html_to_markdown(_html("sphinx53-websupport-api.html.gz")).text
+    # Before: "  Key Contents text The comment text. username The username that was stored with
+    # the comment. id ...", the table of WebSupport.get_data's <dd> as one run of text
+    lines = text.split("\n")
+    at = lines.index("  Key | Contents")
+    assert lines[at + 1 : at + 4] == [
+        "  text | The comment text.",
+        "  username | The username that was stored with the comment.",
+        "  id | The comment’s unique identifier.",
+    ]
+    assert _violations("sphinx53-websupport-api.html.gz") == []
+
+
+def test_a_heading_permalink_does_not_make_a_method_a_link_list():
+    text = html_to_markdown(_html("rust163-std-cell-unsafecell.html.gz")).text
+    # Before: "#### pub const fn new(value: T) -> UnsafeCell<T>" followed at once by the next
+    # heading; `into_inner` and `get_mut` the same: each docblock's "Examples" heading (a link
+    # to itself) and its example's "Run" link read as a link list
+    new = text.split("#### pub const fn new(value: T) -> UnsafeCell<T>\n", 1)[1]
+    assert new.lstrip().startswith("Constructs a new instance of `UnsafeCell`")
+    assert "#### pub fn into_inner(self) -> T" in text.split("\n")
+    get_mut = text.split("#### pub fn get_mut(&mut self) -> &mut T\n", 1)[1]
+    assert get_mut.lstrip().startswith("Returns a mutable reference to the underlying data.")
+    assert _violations("rust163-std-cell-unsafecell.html.gz") == []
+
+
+def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
+    text = html_to_markdown(_html("rust163-book-ch05-03-method-syntax.html.gz")).text
+    # Before: "### Where’s the", a blank line, then "`->` Operator?": trafilatura's quote
+    # handling split the aside's <h3> at its <code>
+    lines = text.split("\n")
+    assert "**Where’s the `->` Operator?**" in lines
+    assert "Where’s the" not in [h for _, _, h in headings(text)]
+    assert _violations("rust163-book-ch05-03-method-syntax.html.gz") == []

@@ -56,3 +56,107 @@ def test_a_block_start_escape_is_syntax():
     html = _page("<ul><li>- Strings which are not entire sentences.</li></ul>")
     assert _kinds(html, "- \\- Strings which are not entire sentences.") == []
     assert _kinds(html, "- Strings \\- which are not entire sentences.") == ["escape"]
+
+
+def test_an_item_is_glued_only_when_no_occurrence_of_its_words_starts_a_line():
+    # Javadoc: the <dd> "a new array of possible values" first occurs inside the summary's
+    # "Returns a new array of possible values (like an enum would)."; its own line comes later
+    html = _page(
+        "<p>Returns a new array of possible values (like an enum would).</p>"
+        "<dl><dt>Returns:</dt><dd>a new array of possible values (like an enum would).</dd></dl>"
+    )
+    summary = "Returns a new array of possible values (like an enum would)."
+    assert _kinds(html, f"{summary}\n\n- Returns:\n: a new array of possible values.") == []
+    assert _kinds(html, f"{summary}\n\n- Returns, as a new array of possible values.") == ["list"]
+
+
+def test_a_table_of_contents_of_the_page_is_no_lost_content():
+    # DocBook: a chapter's <h2> over a <div class="toc"> of links to its own sections, which the
+    # job drops; the page's text goes from the chapter's heading to its first section's
+    toc = "".join(
+        f"<dt><a href='page.html#s{i}'>20.9.{i}. Section number {i} of the chapter</a></dt>"
+        for i in (1, 2)
+    )
+    sections = "".join(f"<h3 id='s{i}'>S{i}</h3><p>Text of section {i}.</p>" for i in (1, 2))
+    html = _page(f"<h2>Chapter</h2><div class='toc'><dl>{toc}</dl></div>{sections}")
+    text = "## Chapter\n\n### S1\n\nText of section 1.\n\n### S2\n\nText of section 2."
+    assert _kinds(html, text) == []
+    # links to other pages are content (CMake's toctrees of variables)
+    elsewhere = html.replace("page.html#s", "other.html#x")
+    assert _kinds(elsewhere, text) == ["lost"]
+
+
+def test_a_definition_that_opens_with_code_is_not_glued():
+    # texi2html (gettext's manual): <dd><code>'...%(ident)d...' % { 'ident': value }</code>
+    # written ": `'...%(ident)d...' % { 'ident': value }`"
+    html = _page(
+        "<dl><dt>Python</dt><dd><code>'...%(ident)d...' % { 'ident': value }</code></dd></dl>"
+    )
+    dd = "`'...%(ident)d...' % { 'ident': value }`"
+    assert _kinds(html, f"- Python\n: {dd}") == []
+    assert _kinds(html, f"- Python, in Python {dd}") == ["list"]
+
+
+def test_a_navigation_item_is_not_a_glued_item():
+    # MkDocs' menu item "Customizing Your Theme", all link, is dropped with the menu; its words
+    # in a sentence of the text are not the item glued to that sentence
+    html = _page(
+        "<ul><li><a href='../customizing/'>Customizing Your Theme</a></li></ul>"
+        "<ul><li>Customizing Your Theme, in one line</li></ul>"
+    )
+    text = "See the documentation for Customizing Your Theme."
+    assert _kinds(html, f"{text}\n\n- Customizing Your Theme, in one line") == []
+    assert _kinds(html, f"{text} Customizing Your Theme, in one line") == ["list"]
+
+
+def test_a_table_row_is_matched_by_its_cells():
+    # a table in a list item, written a row to a line with "|" between the cells
+    html = _page(
+        "<table><tr><td>0-99</td><td>Fix invalid nodes by docutils.</td></tr>"
+        "<tr><td>100-299</td><td>Preparation of the doctree</td></tr></table>"
+    )
+    rows = "0-99 | Fix invalid nodes by docutils.\n  100-299 | Preparation of the doctree"
+    assert _kinds(html, f"- Priority\n  {rows}") == []
+    glued = "0-99 | Fix invalid nodes by docutils. 100-299 | Preparation of the doctree"
+    assert _kinds(html, f"- Priority\n  {glued}") == ["list"]
+
+
+def test_a_pre_in_a_table_cell_is_a_code_span_of_its_row():
+    # PostgreSQL's function tables show an example's result in a <pre> of the cell; a Markdown
+    # table row holds no block, so the job writes it as a code span, `|` escaped
+    html = _page(
+        '<table><tr><td><p>json_each(\'{"a":"foo"}\')</p>'
+        '<pre>key | value\n-----+-------\n a   | "foo"</pre></td></tr></table>'
+    )
+    row = '| json_each(\'{"a":"foo"}\') `key \\| value -----+------- a \\| "foo"` |'
+    assert _kinds(html, f"| function |\n|---|\n{row}") == []
+    # outside a cell, a <pre> is still a fenced block
+    bare = _page('<pre>key | value\n-----+-------\n a   | "foo"</pre>')
+    assert _kinds(bare, '`key | value -----+------- a | "foo"`') == ["fence"]
+
+
+def test_an_escaped_backtick_next_to_a_code_span_is_syntax():
+    # zsh's FAQ (texi2any): "test: `<code>[[ -o multibyte ]]</code>'" is written
+    # "test: \``[[ -o multibyte ]]`'": unescaped, the page's backtick joins the span's run
+    html = _page("<p>standard option test: `<code>[[ -o multibyte ]]</code>'.</p>")
+    assert _kinds(html, "standard option test: \\``[[ -o multibyte ]]`'.") == []
+    assert _kinds(html, "standard option test: \\` [[ -o multibyte ]]'.") == ["escape"]
+    # a code span of a backslash (PostgreSQL's `\k`) holds no escape of text
+    pg = _page("<p><code>\\</code><em><code>k</code></em> where k is a character</p>")
+    assert _kinds(pg, "`\\`*`k`* where k is a character") == []
+
+
+def test_an_item_is_matched_without_its_emphasis_marks():
+    # Flask's "Return type:" <dd>: Sphinx emphasizes each name of the type, written
+    # "*Union*[*Callable*[...", and the same words first occur glued after a parameter
+    names = ["Union", "Callable", "R", "R", "Callable", "R", "Awaitable", "R"]
+    shape = "{}[{}[[{}], {}], {}[[{}], {}[{}]]]"
+    html = _page(
+        "<dl><dt>Return type:</dt><dd>"
+        + shape.format(*(f"<em>{n}</em>" for n in names))
+        + "</dd></dl>"
+    )
+    param = f"- Parameters:\n: **f** (*{shape.format(*names)}*) –"
+    typed = shape.format(*(f"*{n}*" for n in names))
+    assert _kinds(html, f"{param}\n- Return type:\n: {typed}") == []
+    assert _kinds(html, f"{param}\n- Return type: and {typed}") == ["list"]

@@ -99,6 +99,42 @@ def _is_link(target: str) -> bool:
     return "://" in target or target.startswith("mailto:")
 
 
+def _edge(token, last: bool) -> str:
+    """The character of `token` next to a delimiter before it (`last`) or after it."""
+    if token.type in ("text", "text_special") and token.content:
+        return token.content[-1] if last else token.content[0]
+    return "`" if token.type == "code_inline" else ""
+
+
+def _between_punctuation(children: list, i: int) -> bool:
+    before = _edge(children[i - 1], last=True) if i > 0 else ""
+    after = _edge(children[i + 1], last=False) if i + 1 < len(children) else ""
+    return all(c and not (c.isalnum() or c.isspace()) for c in (before, after))
+
+
+def _literal_underscores(children: list) -> set[int]:
+    r"""Indexes of the ``_`` emphasis delimiters of `children` that are text, not emphasis.
+
+    CommonMark lets ``_`` open or close emphasis between two punctuation characters, where no
+    writer means emphasis: Rust's ``impl<'_, T> Debug for Iter<'_, T>`` or ``f<'_>(x: &'_
+    str)`` read as ``impl<', T> ...``, so the escapes ``'\_`` stayed in 181 of the zoo's
+    rustdoc headings to keep the section path right. A pair of delimiters one of which
+    stands between punctuation is text.
+    """
+    out: set[int] = set()
+    opened: list[int] = []
+    for i, child in enumerate(children):
+        if child.markup not in ("_", "__"):
+            continue
+        if child.type.endswith("_open"):
+            opened.append(i)
+        elif child.type.endswith("_close") and opened:
+            start = opened.pop()
+            if _between_punctuation(children, start) or _between_punctuation(children, i):
+                out.update((start, i))
+    return out
+
+
 def _heading_text(source: str, env: dict) -> str:
     """A heading as plain text: link targets, emphasis markers and HTML tags are not part of a
     path; a "tag" that names no HTML element, or an "autolink" that is no link, is text in
@@ -106,11 +142,15 @@ def _heading_text(source: str, env: dict) -> str:
     ``browser.<tool>.path``), and stays."""
     md = _parser()
     parts = []
-    for child in md.inline.parse(source, md, env, []):
+    children = md.inline.parse(source, md, env, [])
+    literal = _literal_underscores(children)
+    for i, child in enumerate(children):
         # text_special: a backslash escape (`\_\_gt\_\_` is `__gt__`), which people search for
         text = child.type in ("text", "code_inline", "text_special")
         if text or (child.type == "html_inline" and not _is_html_tag(child.content)):
             parts.append(child.content)
+        elif i in literal:
+            parts.append(child.markup)  # Rust's lifetime `impl<'_, T> ... Iter<'_, T>`
         elif child.markup == "autolink" and not _is_link(child.attrs.get("href", "")):
             parts.append("<" if child.type == "link_open" else ">")  # `Option<Self::Item>`
         elif child.type in ("softbreak", "hardbreak"):

@@ -100,10 +100,15 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_headerlinks(tree)
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
+    _toctree_links_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
+    _div_grids_as_tables(tree)
+    _layout_lists_unwrapped(tree)
+    _headings_in_items_as_text(tree)
+    _tables_in_items_as_lines(tree)
     _preformatted_as_code(tree)
     mark_definitions(tree)
     if _wrap_body_in_main(tree):
@@ -361,7 +366,37 @@ def _drop_widgets(tree: HtmlElement) -> None:
         if outside.strip():  # a heading that is one link is a site's banner: left to prune
             for link in links:
                 link.drop_tag()
+            continue
+        # ... unless the link is the heading's permalink, to the heading itself or its section
+        # (rustdoc's `<h5 id="examples-4"><a href="#examples-4">Examples</a></h5>`, mdBook's
+        # `<a class="header">`): with the "Run" link of its example, it made a method's
+        # docblock a link list to trafilatura, and 12 methods lost their descriptions
+        own = {heading.get("id"), *(a.get("id") for a in heading.iterancestors())} - {None}
+        for link in links:
+            href = link.get("href") or ""
+            if href.startswith("#") and href[1:] in own:
+                link.drop_tag()
     for link in _CODE_LINKS_XPATH(tree):
+        link.drop_tag()
+
+
+_TOCTREE_LINKS_XPATH = XPath(
+    "//div[contains(concat(' ', normalize-space(@class), ' '), ' toctree-wrapper ')]//a"
+)
+
+
+def _toctree_links_as_text(tree: HtmlElement) -> None:
+    """The links of a Sphinx ``toctree`` in the page's body as their text.
+
+    A toctree lists the pages under this one, and on an index page that list is the content:
+    CMake's cmake-variables(7) is eight headings, each over a toctree of hundreds of variable
+    names (CMAKE_AR, CMAKE_ARGC...). To trafilatura's link-density test a list of links is
+    navigation, and the page came out as eight empty headings in a row (issue 25; 12 "lost"
+    violations on the zoo's CMake pages). The sidebar's toctree is no ``div.toctree-wrapper``
+    (Sphinx writes that class only for a toctree directive in the body), and is pruned as
+    before.
+    """
+    for link in _TOCTREE_LINKS_XPATH(tree):
         link.drop_tag()
 
 
@@ -461,6 +496,173 @@ def _layout_tables_unwrapped(tree: HtmlElement) -> None:
         block.extend(list(cell))  # moves the children, tails included
         block.tail = table.tail
         table.getparent().replace(table, block)
+
+
+_BLOCK_TAGS = frozenset(
+    {"p", "div", "section", "article", "ul", "ol", "dl", "pre", "table", "blockquote"}
+    | {"details", "summary", *_HEADING_TAGS}
+)
+
+
+def _div_grids_as_tables(tree: HtmlElement) -> None:
+    """Make a table of a grid of ``<div>``s headed by ``div.table-header`` cells.
+
+    Javadoc's newer layout (commons-lang3 3.12's pages; JUnit 4.13's still use ``<table>``)
+    writes its summaries of fields, constructors and methods as a CSS grid: a
+    ``div.summary-table`` whose first children are N ``div.table-header`` cells ("Modifier and
+    Type", "Method", "Description") and the rest the cells, N to a row. To trafilatura it was
+    text: a summary's rows glued on one line (``static boolean``and(boolean... array)`Performs
+    an 'and'...`static Boolean``and(...``). A grid whose cell count is a multiple of its
+    header count becomes the table it draws.
+    """
+    for grid in list(tree.iter("div")):
+        cells = [c for c in grid if isinstance(c.tag, str)]
+        width = 0
+        while width < len(cells) and "table-header" in (cells[width].get("class") or "").split():
+            width += 1
+        if width < 2 or len(cells) % width or any(c.tag != "div" for c in cells):
+            continue
+        table = grid.makeelement("table", {})
+        for start in range(0, len(cells), width):
+            row = table.makeelement("tr", {})
+            for cell in cells[start : start + width]:
+                cell.tag = "th" if start == 0 else "td"
+                cell.attrib.clear()
+                cell.tail = None
+                row.append(cell)  # moves it out of the grid
+            table.append(row)
+        table.tail = grid.tail
+        grid.getparent().replace(grid, table)
+
+
+def _layout_lists_unwrapped(tree: HtmlElement) -> None:
+    """Replace a list whose every item holds a heading with the items' content.
+
+    Javadoc lays a class page out as lists of sections (``<ul class="member-list"><li><section>
+    <h3>toIntValue</h3>``), and trafilatura writes a list item on one line, its headings
+    included: ``- ### toIntValue Converts the character...``, no heading to the chunker (524
+    of the zoo's Javadoc headings, issue 25). Such a list lays sections out; it is no list.
+
+    Then the text of every ``<div>`` of the page (Javadoc's descriptions, ``div.block``, and
+    signatures, ``div.member-signature``) becomes paragraphs (`_div_text_as_paragraphs`). In a
+    list item trafilatura kept a ``<div>``'s text; outside one it keeps it only while the page
+    has little ``<p>`` text (main_extractor._extract: ``div`` is a potential tag only then),
+    and the unwrapped sections have a lot: without this, every description lost its words
+    before its first inline code (``Helps work with `ClassLoader`.`` became
+    ``ClassLoader`.``).
+    """
+    unwrapped = False
+    for lst in reversed(list(tree.iter("ul", "ol"))):  # inner lists first
+        items = [c for c in lst if isinstance(c.tag, str)]
+        if not items or any(
+            li.tag != "li" or next(li.iter(*_HEADING_TAGS), None) is None for li in items
+        ):
+            continue
+        for li in items:
+            li.drop_tag()
+        lst.drop_tag()
+        unwrapped = True
+    if unwrapped:
+        for div in list(tree.iter("div")):
+            _div_text_as_paragraphs(div)
+
+
+def _headings_in_items_as_text(tree: HtmlElement) -> None:
+    """A heading inside a list item, a definition's description or a block quote as a
+    paragraph of bold text.
+
+    DocBook heads an admonition with a heading (``<div class="note"><h3
+    class="title">Note</h3>``), also where the admonition sits in a ``<dd>`` (PostgreSQL's
+    option lists). trafilatura writes a list item's blocks on its lines, the heading glued
+    to the paragraph after it: ``  ### Note When `-e` is specified,``, a heading in the middle
+    of the definition, that took the paragraph's first line for its text and would head the
+    chunks after it (43 of the zoo's DocBook headings). Inside an item it is the label of a
+    block, as a browser shows it, not a section of the page. Run after
+    `_layout_lists_unwrapped`, whose lists are no lists.
+
+    So is a heading inside a ``<blockquote>``: the Rust book's asides (``<blockquote><h3>Where’s
+    the <code>-&gt;</code> Operator?</h3>``) came out of trafilatura's quote handling as ``###
+    Where’s the``, the code and the rest of the heading on the lines after it.
+    """
+    for heading in list(tree.iter(*_HEADING_TAGS)):
+        if not any(a.tag in ("li", "dd", "blockquote") for a in heading.iterancestors()):
+            continue
+        label = heading.makeelement("strong", {})
+        label.text = heading.text
+        label.extend(list(heading))  # moves the children, tails included
+        heading.text = None
+        heading.attrib.clear()
+        heading.tag = "p"
+        heading.append(label)
+
+
+def _tables_in_items_as_lines(tree: HtmlElement) -> None:
+    """A table inside a list item or a ``<dd>`` as a paragraph per row, cells joined by " | ".
+
+    trafilatura writes a list item's content on its lines and a table there as one run of
+    text: Sphinx's table of transform priorities inside the ``<dd>`` of
+    ``Sphinx.add_transform`` came out as ``Priority Main purpose in Sphinx 0-99 Fix invalid
+    nodes by docutils. ... 900-999 Finalize and clean up.``, its rows glued (19 of the zoo's
+    Sphinx "list" violations). Each row is now a line of the item (``0-99 | Fix invalid nodes
+    by docutils. Translate a doctree.``), the caption a line before them. A table whose cells
+    hold lists or code is left as it was: its text would lose their lines.
+    """
+    for table in reversed(list(tree.iter("table"))):  # inner tables first
+        if table.getparent() is None:
+            continue
+        if not any(a.tag in ("li", "dd") for a in table.iterancestors()):
+            continue
+        if next(table.iter("ul", "ol", "dl", "pre"), None) is not None:
+            continue  # a cell of lists or code (Django's field lists): its lines are its own
+        block = table.makeelement("p", {})
+        lines = [_plain(c.text_content()) for c in table.iter("caption")]
+        for row in table.iter("tr"):
+            cells = [_plain(c.text_content()) for c in row if c.tag in ("td", "th")]
+            lines.append(" | ".join(c for c in cells if c))
+        for line in filter(None, lines):  # each after a line break: the first one too
+            br = block.makeelement("br", {})
+            br.tail = line
+            block.append(br)
+        block.tail = table.tail
+        table.getparent().replace(table, block)
+
+
+def _is_block(el: HtmlElement) -> bool:
+    return el.tag in _BLOCK_TAGS or any(d.tag in _BLOCK_TAGS for d in el.iterdescendants())
+
+
+def _div_text_as_paragraphs(div: HtmlElement) -> None:
+    """A ``<div>`` of text and inline markup as a ``<p>``; in one that also holds blocks, each
+    run of its text and inline children as a ``<p>`` of its own (Javadoc's ``div.block``:
+    ``Gets a new tokenizer instance ... <p> You must call ...``)."""
+    if not div.text_content().strip():
+        return
+    if not any(d.tag in _BLOCK_TAGS for d in div.iterdescendants()):
+        div.tag = "p"
+        return
+    children: list[HtmlElement] = []
+    text, run = div.text, []  # a run of text and inline children
+    div.text = None
+
+    def end_run() -> None:
+        if (text or "").strip() or any(c.text_content().strip() for c in run):
+            paragraph = div.makeelement("p", {})
+            paragraph.text = text
+            paragraph.extend(run)  # moves them, tails included
+            children.append(paragraph)
+
+    for child in list(div):
+        if isinstance(child.tag, str) and _is_block(child):
+            end_run()
+            text, run = child.tail, []
+            child.tail = None
+            children.append(child)
+        else:
+            run.append(child)
+    end_run()
+    for child in list(div):
+        div.remove(child)
+    div.extend(children)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:

@@ -37,6 +37,7 @@ _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
 _CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _GLUED_FENCE = re.compile(r"\S[ \t]*```")
+_TICK_BY_SPAN = re.compile(r"(?<=\x00)\\`|\\`(?=\x00)")  # \x00: where a code span was
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 _NAVIGATION = re.compile(
     r"^(?:#+ )?(?:Navigation|Quick search|Previous topic|Next topic|This Page|Show Source"
@@ -143,7 +144,12 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     """For each heading's normalized text, the characters of text up to the next heading; of
     several headings of one text, the least (rustdoc's sidebar repeats "Blanket
     Implementations" over a list of links, Django's pages hold two "Usage" sections: the
-    text's heading may be either)."""
+    text's heading may be either). The text of a link to an element of the page is no
+    content: a table of contents of the sections that follow (DocBook's ``div.toc`` under a
+    chapter's heading, Sphinx's "Contents" topic), which the job rightly drops, is the same
+    headings again."""
+    ids = set(tree.xpath("//@id"))
+    in_page = {a for a in tree.iter("a") if (a.get("href") or "").partition("#")[2] in ids - {""}}
     sections: list[list] = []  # [text, characters]
     for node in tree.iter():
         if not isinstance(node.tag, str):
@@ -155,7 +161,11 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
             continue
         if node.tag in ("script", "style"):
             continue
-        sections[-1][1] += len((node.text or "").strip()) + len((node.tail or "").strip())
+        tail = len((node.tail or "").strip())
+        if node in in_page or any(a in in_page for a in node.iterancestors("a")):
+            sections[-1][1] += tail if node in in_page else 0
+            continue
+        sections[-1][1] += len((node.text or "").strip()) + tail
     out: dict[str, int] = {}
     for text, chars in sections:
         out[text] = min(out.get(text, chars), chars)
@@ -169,6 +179,26 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
         if tok.type in ("fence", "code_block") and tok.map:
             code_lines.update(range(*tok.map))
     return [(i, line) for i, line in enumerate(text.split("\n")) if i not in code_lines]
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _glued_before(text: str, at: int) -> str:
+    """The text before `at` on its line when it is more than markers, else ""."""
+    before = text[text.rfind("\n", 0, at) + 1 : at]
+    # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
+    # after a table cell's "|" or a definition's ": ", the item's first code span or emphasis
+    # may open: ": `'...%(ident)d...'`" (texi2html's <dd>s)
+    opened = before.rstrip(" \t`*_")
+    if before.strip(" \t-*+>|#0123456789.)`\\") and not opened.endswith(("|", ":")):
+        return before
+    return ""
 
 
 def check_page(
@@ -207,33 +237,60 @@ def check_page(
     fenced = [_squeeze(t.content) for t in tokens if t.type in ("fence", "code_block")]
     fenced_all = "\n".join(fenced)
     squeezed_text = _squeeze(re.sub(r"\\(.)", r"\1", text))
+    # a table row holds no block: a <pre> in a cell is written as a code span of its row
+    # (transforms/ingest/html.py, PostgreSQL's function tables), its whitespace collapsed
+    # (`\|` in a row is GFM's escape of the cell separator)
+    spans = "\n".join(
+        _squeeze(m.group(0).replace("\\|", "|"))
+        for _, line in prose
+        for m in _CODE_SPAN.finditer(line)
+    )
     for pre in tree.iter("pre"):
         body = _squeeze(pre.text_content())
         if len(body) < 8:
+            continue
+        if any(a.tag in ("td", "th") for a in pre.iterancestors()) and body in spans:
             continue
         if body in squeezed_text and body not in fenced_all:
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
 
     # list items, table rows and definition-list entries start a line of their own
-    prose_text = "\n".join(line for _, line in prose)
+    # emphasis marks out: Sphinx emphasizes each name of a type (`*Union*[*Callable*[...`), and
+    # an item's words are the page's text
+    prose_text = "\n".join(line for _, line in prose).replace("*", "")
+    # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
+    # in a list item written a row to a line), matched as the row's words
+    row_text = "\n".join(
+        " ".join(line.replace("|", " ").replace("*", "").split()) for _, line in prose
+    )
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
             continue
-        words = _plain(item.text_content()).split()[:6]
+        if _plain(item.text_content()) == _plain("".join(item.xpath(".//a//text()"))):
+            # a navigation item, all link (MkDocs' "Customizing Your Theme" in its menu),
+            # which the job drops: its words in a sentence of the text are not it, glued
+            continue
+        if item.tag == "tr":  # its cells, apart (`<td>0-99</td><td>Fix...` has no space)
+            words = _plain(" ".join(c.text_content() for c in item)).split()[:6]
+        else:
+            words = _plain(item.text_content()).split()[:6]
         if len(words) < 3:
             continue
         start = " ".join(words)
-        at = prose_text.find(start)
-        if at <= 0:
-            continue
-        before = prose_text[prose_text.rfind("\n", 0, at) + 1 : at]
-        # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
-        if before.strip(" \t-*+>|#0123456789.)`\\") and not before.rstrip().endswith(("|", ":")):
-            out.append(Violation("list", f"<{item.tag}> glued: {before[-30:]}{start}"[:100]))
+        # the item's words may come first elsewhere (Javadoc's `<dd>` "a new array of ..." in
+        # the summary's "Returns a new array of ..."): glued only when no occurrence starts
+        # its line
+        text = row_text if item.tag == "tr" else prose_text
+        glued = [_glued_before(text, at) for at in _occurrences(text, start)]
+        if glued and all(glued):
+            out.append(Violation("list", f"<{item.tag}> glued: {glued[0][-30:]}{start}"[:100]))
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
-        line = _CODE_SPAN.sub("", line)
+        # a backtick of the page next to a code span's stays escaped: unescaped it would join
+        # the span's run (trafilatura_markdown._escaped_ticks; Texinfo's `quote' around code,
+        # ``\``[[ -o multibyte ]]`'``): syntax, not text
+        line = _TICK_BY_SPAN.sub("", _CODE_SPAN.sub("\x00", line)).replace("\x00", "")
         content = _CONTAINER_MARKERS.match(line).end()
         for m in _ESCAPE.finditer(line):
             if m.start() == content and m.group(1) in "#>-+":
