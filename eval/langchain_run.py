@@ -205,7 +205,7 @@ def main() -> None:
     RunFolder(args.output).write_manifest(manifest, [shard, report_path])
     print(
         f"langchain recursive {args.chunk_size}/{args.chunk_overlap}: {len(rows)} chunks, "
-        f"{report['chunks_truncated']} truncated by the model, {time.time() - started:.1f} s"
+        f"{report.chunks_truncated} truncated by the model, {time.time() - started:.1f} s"
     )
 
 
