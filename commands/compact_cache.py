@@ -30,23 +30,26 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.parquetio import WriteToParquet
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms.embedding.embedding_cache import (
     CACHE_COLUMNS,
     CACHE_SCHEMA,
+    USE_SCHEMA,
     VECTOR_FILES,
+    cache_file_rows,
     checked_cache_row,
+    is_text_key,
     is_use_file,
+    write_cache_files,
 )
 from transforms.stage_base import Counts
 
 _LOG = logging.getLogger(__name__)
 DAY = 86_400
 COMPACTED = f"{VECTOR_FILES}compacted-"
+USE_COLUMNS = tuple(USE_SCHEMA.names)
 
 
 class Use(NamedTuple):
@@ -69,29 +72,19 @@ class _ReadSightings(Counts, beam.DoFn):
     READ = "read"
 
     def process(self, metadata: Any) -> Iterator[Any]:
-        import pyarrow.parquet as pq
-
         path = metadata.path
         mtime = int(metadata.last_updated_in_seconds)
         vectors = not is_use_file(path)
+        required = CACHE_COLUMNS if vectors else USE_COLUMNS
+        optional = ("last_used",) if vectors else ()
         out: list[tuple[tuple[str, str], Use]] = []
-        try:
-            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                parquet = pq.ParquetFile(f)
-                names = parquet.schema_arrow.names
-                wanted = list(CACHE_COLUMNS) if vectors else ["model", "text_sha256"]
-                missing = [c for c in wanted if c not in names]
-                if missing:
-                    raise ValueError(f"no column {', '.join(missing)}")
-                if vectors and "last_used" in names:
-                    wanted.append("last_used")
-                for batch in parquet.iter_batches(batch_size=1000, columns=wanted):
-                    for row in batch.to_pylist():
-                        use = self._use(row, mtime, vectors)
-                        if use is None:
-                            self.stat("embedding_cache_entries_invalid")
-                            continue
-                        out.append(((row["model"], row["text_sha256"]), use))
+        try:  # the whole file first: only a file read whole is deleted
+            for row in cache_file_rows(path, required, optional):
+                use = self._use(row, mtime, vectors)
+                if use is None:
+                    self.stat("embedding_cache_entries_invalid")
+                    continue
+                out.append(((row["model"], row["text_sha256"]), use))
         except Exception as e:
             self.stat("embedding_cache_files_unreadable")
             _LOG.warning(
@@ -111,9 +104,7 @@ class _ReadSightings(Counts, beam.DoFn):
         if not isinstance(model, str) or not model:
             return None
         if not vectors:
-            key = row.get("text_sha256")
-            ok = isinstance(key, str) and len(key) == 64
-            return Use(mtime, None, None) if ok else None
+            return Use(mtime, None, None) if is_text_key(row.get("text_sha256")) else None
         cached = checked_cache_row(row, model, None)
         if cached is None:
             return None
@@ -206,13 +197,7 @@ class CompactCache(beam.PTransform):
             | "Last use of each entry" >> beam.CombinePerKey(LatestUse())
             | "Keep recent entries" >> beam.ParDo(_Keep(self.oldest))
             | "Write compacted"
-            >> WriteToParquet(
-                FileSystems.join(self.folder, f"{COMPACTED}{self.compaction_id}"),
-                schema=CACHE_SCHEMA,
-                codec="zstd",
-                file_name_suffix=".parquet",
-                record_batch_size=1000,
-            )
+            >> write_cache_files(self.folder, f"{COMPACTED}{self.compaction_id}", CACHE_SCHEMA)
         )
         return (
             pbegin

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterator
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import WriteToParquet
@@ -115,8 +116,7 @@ def checked_cache_row(row: dict, model: str, dimension: int | None) -> CachedVec
     """The vector of an --embedding_cache row when it is this model's and usable, else None."""
     if row.get("model") != model:
         return None
-    key = row.get("text_sha256")
-    if not isinstance(key, str) or not _TEXT_KEY.fullmatch(key):
+    if not is_text_key(row.get("text_sha256")):
         return None
     return checked_vector(row.get("embedding"), row.get("model_tokens"), dimension)
 
@@ -155,6 +155,43 @@ def _parquet_files(folder: str) -> list[str]:
         return []
 
 
+def cache_file_rows(
+    path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> Iterator[dict]:
+    """The rows of one cache folder file, with its `required` columns and those of `optional`
+    it has. Raises when the file is not Parquet, lacks a required column or breaks while it is
+    read: each caller says what a bad file means to it."""
+    import pyarrow.parquet as pq
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        parquet = pq.ParquetFile(f)
+        names = parquet.schema_arrow.names
+        missing = [c for c in required if c not in names]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)}")
+        columns = [*required, *(c for c in optional if c in names)]
+        for batch in parquet.iter_batches(batch_size=1000, columns=columns):
+            yield from batch.to_pylist()
+
+
+def is_text_key(key: object) -> bool:
+    """Whether `key` is a text key as the cache stores it (a sha256 in hex)."""
+    return isinstance(key, str) and _TEXT_KEY.fullmatch(key) is not None
+
+
+def write_cache_files(
+    folder: str, prefix: str, schema: pa.Schema, rows_a_batch: int = 1000
+) -> beam.PTransform:
+    """The write of new `<prefix>-SSSSS-of-NNNNN.parquet` files into a cache folder."""
+    return WriteToParquet(
+        FileSystems.join(folder, prefix),
+        schema=schema,
+        codec="zstd",
+        file_name_suffix=".parquet",
+        record_batch_size=rows_a_batch,
+    )
+
+
 def read_cache_file(
     path: str, model: str, dimension: int | None, counts: Counts | None = None
 ) -> Iterator[tuple[str, CachedVector]]:
@@ -164,24 +201,16 @@ def read_cache_file(
     is skipped from there on (its vectors are made again), never a failed job; a row of this
     model that is not usable (`checked_cache_row`) is skipped and counted.
     """
-    import pyarrow.parquet as pq
-
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            parquet = pq.ParquetFile(f)
-            missing = [c for c in CACHE_COLUMNS if c not in parquet.schema_arrow.names]
-            if missing:
-                raise ValueError(f"no column {', '.join(missing)}")
-            for batch in parquet.iter_batches(batch_size=1000, columns=list(CACHE_COLUMNS)):
-                for row in batch.to_pylist():
-                    if row.get("model") != model:
-                        continue  # another model's: not this run's to use
-                    cached = checked_cache_row(row, model, dimension)
-                    if cached is None:
-                        if counts is not None:
-                            counts.stat("embedding_cache_entries_invalid")
-                        continue
-                    yield row["text_sha256"], cached
+        for row in cache_file_rows(path, CACHE_COLUMNS):
+            if row.get("model") != model:
+                continue  # another model's: not this run's to use
+            cached = checked_cache_row(row, model, dimension)
+            if cached is None:
+                if counts is not None:
+                    counts.stat("embedding_cache_entries_invalid")
+                continue
+            yield row["text_sha256"], cached
     except Exception as e:
         if counts is not None:
             counts.stat("embedding_cache_files_unreadable")
@@ -274,13 +303,7 @@ class WriteCache(beam.PTransform):
             vectors
             | "Cache rows" >> beam.Map(lambda e: _cache_row(self.model, e))
             | "Write cache"
-            >> WriteToParquet(
-                FileSystems.join(self.folder, f"{VECTOR_FILES}{self.run_id}"),
-                schema=CACHE_SCHEMA,
-                codec="zstd",
-                file_name_suffix=".parquet",
-                record_batch_size=1000,
-            )
+            >> write_cache_files(self.folder, f"{VECTOR_FILES}{self.run_id}", CACHE_SCHEMA)
         )
 
 
@@ -300,11 +323,5 @@ class WriteCacheUse(beam.PTransform):
             keys
             | "Use rows" >> beam.Map(lambda key: {"model": model, "text_sha256": key})
             | "Write uses"
-            >> WriteToParquet(
-                FileSystems.join(self.folder, f"{USE_FILES}{self.run_id}"),
-                schema=USE_SCHEMA,
-                codec="zstd",
-                file_name_suffix=".parquet",
-                record_batch_size=10000,
-            )
+            >> write_cache_files(self.folder, f"{USE_FILES}{self.run_id}", USE_SCHEMA, 10_000)
         )
