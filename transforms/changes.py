@@ -14,7 +14,7 @@ previous run every document is `added`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -168,23 +168,6 @@ def _rejected_key(reject: Reject) -> Iterator[tuple[str, bool]]:
         yield reject.doc_id, True
 
 
-class _IdSet(beam.CombineFn):
-    """The set of a document's chunk ids, as a sorted list."""
-
-    def create_accumulator(self) -> set[str]:
-        return set()
-
-    def add_input(self, ids: set[str], chunk_id: str) -> set[str]:
-        ids.add(chunk_id)
-        return ids
-
-    def merge_accumulators(self, accumulators: Iterable[set[str]]) -> set[str]:
-        return set().union(*accumulators)
-
-    def extract_output(self, ids: set[str]) -> list[str]:
-        return sorted(ids)
-
-
 class ChangeLog(beam.PTransform):
     """ChangeInputs -> ChangeResult: one changes/ row per document, joined on doc_id.
 
@@ -202,7 +185,9 @@ class ChangeLog(beam.PTransform):
         # A document's chunk ids gathered where its chunks are made (a combine), so that one
         # element per document, not per chunk, goes through the join's shuffle.
         chunk_ids = inputs.chunks | "Chunk ids" >> beam.Map(_chunk_key)
-        chunk_ids = chunk_ids | "Chunk ids of each document" >> beam.CombinePerKey(_IdSet())
+        chunk_ids = chunk_ids | "Chunk ids of each document" >> beam.CombinePerKey(
+            beam.combiners.ToSetCombineFn()
+        )
         joined = {
             "current": inputs.documents | "Key documents" >> beam.Map(_document_key),
             "chunk_ids": chunk_ids,
