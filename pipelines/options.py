@@ -60,6 +60,16 @@ class ChunkCorpusOptions(PipelineOptions):
             help="Replace the tables of an earlier run in --output (default: refuse).",
         )
         g.add_argument(
+            "--keep_runs",
+            type=int,
+            default=2,
+            help="On a gs:// or s3:// --output, which keeps each run in a folder of its own "
+            "(runs/<run_id>/, the current one named by its CURRENT object): how many runs to "
+            "keep, the current one included; older ones are deleted only after CURRENT names "
+            "the new run (default 2: a reader still on the previous run keeps it). A local "
+            "--output holds one run.",
+        )
+        g.add_argument(
             "--previous_output",
             default=None,
             help="Output of an earlier complete run: documents whose text is unchanged keep "
@@ -344,6 +354,7 @@ class JobConfig:
     estimate: bool = False
     pricing_tokenizer: str = "cl100k_base"
     overwrite: bool = False
+    keep_runs: int = 2  # runs kept in an object-store --output (runs/pointer.py)
     previous_output: str | None = None
     embedding_cache: str | None = None  # --embedding_cache folder
     settings: dict = field(default_factory=dict)  # the flags, for the manifest
@@ -352,6 +363,10 @@ class JobConfig:
     def __post_init__(self) -> None:
         if not self.output:
             raise ValueError("--output is required: the folder to write the tables to")
+        if self.keep_runs < 1:
+            raise ValueError(
+                f"--keep_runs must be at least 1 (the current run), got {self.keep_runs}"
+            )
         if self.read.sample < 1.0 and not self.estimate:
             raise ValueError("--estimate_sample is only meaningful with --estimate")
         if self.embedding_cache is not None:
@@ -535,6 +550,7 @@ def config_from_options(options: PipelineOptions) -> JobConfig:
         estimate=o.estimate,
         pricing_tokenizer=o.pricing_tokenizer,
         overwrite=o.overwrite,
+        keep_runs=o.keep_runs,
         previous_output=_absolute(o.previous_output) if o.previous_output else None,
         embedding_cache=_absolute(o.embedding_cache) if o.embedding_cache else None,
         settings={

@@ -7,7 +7,10 @@
     with folder.lock(): ...   # one run at a time (runs/output_lock.py)
     folder.swap_in(staged)    # the staged run takes its place (runs/staging.py)
 
-Any file system Beam knows (local, gs://, s3://); the lock and the folder renames are local.
+Any file system Beam knows (local, gs://, s3://). On gs:// and s3:// the folder named is the
+output, and the run read is the one its CURRENT pointer names, `OUTPUT/runs/<run_id>/`, read
+once (runs/pointer.py); an output without CURRENT is read as the folder itself (a run of an
+older version). A local output is the run folder itself, replaced by renames.
 A run older than the manifest format of this version is refused with an error that names the
 folder and says to rebuild it (runs/manifest.py).
 """
@@ -24,6 +27,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from runs import manifest as manifests
+from runs import pointer as pointers
 from runs import staging
 from runs.output_lock import OutputLock
 from transforms.cost_report import CostReport
@@ -35,12 +39,26 @@ class RunFolder:
     what they tell the user to do when the run cannot be read."""
 
     def __init__(self, path: str, label: str | None = None, advice: str = "rebuild it") -> None:
-        self.path = path
+        self.output = path  # the folder named; `path` is where its current run lies
         self.label = label or path
         self.advice = advice
+        self._start: pointers.Pointer | None = None  # CURRENT as this run found it
 
     def __repr__(self) -> str:
-        return f"RunFolder({self.path!r})"
+        return f"RunFolder({self.output!r})"
+
+    @property
+    def on_object_store(self) -> bool:
+        return pointers.is_object_store(self.output)
+
+    @functools.cached_property
+    def path(self) -> str:
+        """The folder of the current run: the output itself on a local disk (or an object
+        store without CURRENT); on an object store, the run folder CURRENT names, read once
+        (ValueError naming CURRENT when its manifest is not the one it committed)."""
+        if not self.on_object_store:
+            return self.output
+        return pointers.current_run_folder(self.output) or self.output.rstrip("/")
 
     def join(self, *parts: str) -> str:
         return FileSystems.join(self.path, *parts)
@@ -177,22 +195,71 @@ class RunFolder:
 
     # --- replacing it --------------------------------------------------------------------
 
-    def lock(self, label: str | None = None, holder: str = "run") -> OutputLock:
-        """`with folder.lock():` holds the folder against a second run (a "run", a "load")."""
-        return OutputLock(self.path, label, holder)
+    def lock(
+        self, label: str | None = None, holder: str = "run", run_id: str = ""
+    ) -> OutputLock | pointers.ObjectLock:
+        """`with folder.lock():` holds the folder against a second run (a "run", a "load"):
+        a flock-ed file beside a local folder, a LOCK object with a lease on an object store."""
+        if self.on_object_store:
+            return pointers.ObjectLock(self.output, run_id, label or "", holder)
+        return OutputLock(self.output, label, holder)
 
     def staging_folder(self, run_id: str) -> str:
-        """Where the run `run_id` writes before it replaces this folder."""
-        return staging.staging_folder(self.path, run_id)
+        """Where the run `run_id` writes before it replaces this folder: beside a local folder,
+        its own folder `runs/<run_id>/` on an object store (CURRENT is read now, the version
+        the commit's precondition names)."""
+        if self.on_object_store:
+            self._start = pointers.read_pointer(self.output, pointers.store_for(self.output))
+            return pointers.run_path(self.output, run_id)
+        return staging.staging_folder(self.output, run_id)
 
     def recover(self) -> list[str]:
         """Finish a swap a crash cut short, delete what runs that never completed left; call it
         holding the lock. One line per thing done."""
-        return staging.recover(self.path)
+        if self.on_object_store:
+            store = pointers.store_for(self.output)
+            return pointers.remove_unkept(self.output, pointers.read_pointer(self.output, store))
+        return staging.recover(self.output)
 
-    def swap_in(self, staged: str) -> None:
-        """Put the complete run in the folder `staged` in this folder's place."""
-        staging.swap_in(staged, self.path)
+    def swap_in(self, staged: str, keep_runs: int = 2) -> list[str]:
+        """Put the complete run in the folder `staged` in this folder's place: renames on a
+        local disk; on an object store one conditional write of CURRENT, then the deletion of
+        the runs it does not keep (`keep_runs`: the current one included). Returns what the
+        retention did, one line each."""
+        self.__dict__.pop("path", None)  # the current run is read again on the next use
+        if not self.on_object_store:
+            staging.swap_in(staged, self.output)
+            return []
+        if not manifests.is_complete(staged):
+            raise RuntimeError(f"{staged} holds no complete run; {self.output} was left as it was")
+        run_id = staged.rstrip("/").rsplit("/", 1)[-1]
+        if staged.rstrip("/") != pointers.run_path(self.output, run_id):
+            raise ValueError(f"{staged} is not a run folder of {self.output} (runs/<run_id>)")
+        store = pointers.store_for(self.output)
+        committed = pointers.commit(self.output, run_id, self._start, keep_runs, store)
+        self._start = committed
+        return [*pointers.remove_unkept(self.output, committed), *self._remove_flat_run()]
+
+    def _remove_flat_run(self) -> list[str]:
+        """An older version's run, written flat into the output folder: deleted once CURRENT
+        names a run (readers then never read it)."""
+        from schemas.columns import TABLES
+
+        root = self.output.rstrip("/")
+        found = [
+            m.path
+            for pattern in [
+                *(FileSystems.join(root, t, "*") for t in TABLES),
+                *(FileSystems.join(root, n) for n in manifests.REPORT_FILES),
+            ]
+            for m in FileSystems.match([pattern])[0].metadata_list
+        ]
+        if not found:
+            return []
+        manifest = FileSystems.join(root, manifests.MANIFEST)
+        found.sort(key=lambda p: p != manifest)  # the manifest first
+        FileSystems.delete(found)
+        return [f"deleted the {len(found)} files of the run an older version wrote in {root}"]
 
     def discard(self, staged: str) -> None:
         """Delete a staged run that will not replace this folder."""

@@ -7,6 +7,13 @@ a process:
 - "raise_once:COUNTER:N:MARKER": `InjectedFault` is raised once, where the file MARKER does
   not exist yet (it is created first), so that a runner's retry of the bundle goes through.
 
+And for the steps of the commit, which count no `stat`, a spec names a function instead
+(`module.attribute`, or `module.Class.method`) and the call that is killed:
+
+- "kill_before:FUNCTION:N": the process SIGKILLs itself when FUNCTION is called the Nth time,
+  before it runs;
+- "kill_after:FUNCTION:N": the same, right after the Nth call returned.
+
 `injected(monkeypatch, spec)` installs it in this process (an in-process job). A job in its
 own process, to be killed, runs as `python -m tests.faults SPEC JOB_ARGS...`: this module
 installs the spec there, then runs `pipelines.chunk_corpus.main(JOB_ARGS)`. Both patch
@@ -64,6 +71,40 @@ def _faulty_inc(spec: str, real_inc: Callable[..., None]) -> Callable[..., None]
     return inc
 
 
+def _kill_at_call(spec: str) -> None:
+    """Install a kill_before/kill_after spec in this process (see the module's doc)."""
+    import importlib
+
+    when, target, at = spec.split(":")
+    module_name, _, name = target.rpartition(".")
+    owner: Any = None
+    while module_name:  # the longest importable prefix is the module, the rest attributes
+        try:
+            owner = importlib.import_module(module_name)
+            break
+        except ModuleNotFoundError:
+            module_name, _, outer = module_name.rpartition(".")
+            name = f"{outer}.{name}"
+    if owner is None:
+        raise ValueError(f"bad fault spec {spec!r}: no module in {target}")
+    *path, name = name.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    real = getattr(owner, name)
+    seen = {"n": 0}
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        seen["n"] += 1
+        if when == "kill_before" and seen["n"] == int(at):
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = real(*args, **kwargs)
+        if when == "kill_after" and seen["n"] == int(at):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, name, call)
+
+
 def injected(monkeypatch: Any, spec: str) -> None:
     """Install `spec` in this process until the test ends."""
     monkeypatch.setattr(
@@ -73,7 +114,14 @@ def injected(monkeypatch: Any, spec: str) -> None:
 
 def main(argv: list[str]) -> None:
     spec, *job_args = argv
-    progress.ProgressCounter.inc = _faulty_inc(spec, progress.ProgressCounter.inc)
+    if spec.startswith(("kill_before:", "kill_after:")):
+        _kill_at_call(spec)
+    else:
+        progress.ProgressCounter.inc = _faulty_inc(spec, progress.ProgressCounter.inc)
+    if any(a.startswith("--s3_endpoint_url") for a in job_args):
+        from tests.s3_server import share_botocore_data
+
+        share_botocore_data()  # as in the test process: a run costs its own work
     from pipelines.chunk_corpus import main as job_main
 
     job_main(job_args)
