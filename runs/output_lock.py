@@ -7,8 +7,8 @@ start time. Taking it is one atomic `flock`, whoever else tries at the same mome
 releases it when its owner's process ends however it ends, so a killed run's lock is taken over
 (with a warning) by the next run, and by one run only. Its owner alone removes it, while still
 holding it, and only while the file is still its own.
-Local folders only: an object store has no exclusive create, so a run there says so and
-relies on the job's own staging.
+Local folders only: an object store's lock is an object created with a precondition, with a
+lease (runs/pointer.py `ObjectLock`, which RunFolder.lock gives for gs:// and s3://).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class OutputLock:
         self._fd: int | None = None  # the lock file, flock-ed, while held
 
     def __enter__(self) -> OutputLock:
-        if self.path is None:
+        if self.path is None:  # (RunFolder.lock gives an object store's output an ObjectLock)
             logging.info("%s is not local: no lock against a second %s", self.label, self.holder)
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)

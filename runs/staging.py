@@ -1,16 +1,14 @@
-"""Replace a run folder only once the new run is complete.
+"""Replace a local run folder only once the new run is complete.
 
 A run writes into a staging folder beside --output (`.NAME.staging-<run_id>`, hidden), and
-only when its manifest is written there does it take the place of --output:
-- on a local disk by two renames (the old folder out of the way, the new one in), after which
-  files of the old folder that no run writes (notes, a README) are moved into the new one and
-  the old run is deleted;
-- on an object store, which has no folder rename, the old manifest goes first (the old run is
-  then incomplete, and the new one complete in staging), then the old run's own files, then
-  the new files are moved in, the manifest last.
-A run that fails or is killed before that leaves --output as it was, byte for byte. The next run
-(holding the output's lock) finishes a swap that was cut short (`recover`) and deletes staging
-folders of runs that never completed, with Beam's `beam-temp-*` folders inside them.
+only when its manifest is written there does it take the place of --output, by two renames
+(the old folder out of the way, the new one in), after which files of the old folder that no
+run writes (notes, a README) are moved into the new one and the old run is deleted. An object
+store has no folder rename: there each run keeps its own folder and a pointer names the
+current one (runs/pointer.py). A run that fails or is killed before that leaves --output as it
+was, byte for byte. The next run (holding the output's lock) finishes a swap that was cut short
+(`recover`) and deletes staging folders of runs that never completed, with Beam's `beam-temp-*`
+folders inside them.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import stat
 
 from apache_beam.io.filesystems import FileSystems
 
-from runs.manifest import MANIFEST, REPORT_FILES, REPORT_PAGE, is_complete, read_raw
+from runs.manifest import REPORT_FILES, REPORT_PAGE, is_complete
 
 STAGING = "staging"
 REPLACED = "replaced"
@@ -146,10 +144,12 @@ def swap_in(staging: str, output: str, tables: tuple[str, ...] = ()) -> None:
     target = resolved(output)
     if not is_complete(staging):
         raise RuntimeError(f"{staging} holds no complete run; {output} was left as it was")
-    if _local(target):
-        _swap_local(staging, target, tables)
-    else:
-        _swap_remote(staging, target, tables)
+    if not _local(target):
+        raise ValueError(
+            f"{output}: an object store's run is committed by its CURRENT pointer "
+            "(runs/pointer.py), not swapped in"
+        )
+    _swap_local(staging, target, tables)
 
 
 def _swap_local(staging: str, target: str, tables: tuple[str, ...]) -> None:
@@ -174,32 +174,3 @@ def take_mode_and_owner(staging: str, target: str) -> None:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         os.chown(staging, old.st_uid, old.st_gid)
     os.chmod(staging, stat.S_IMODE(old.st_mode))
-
-
-def _swap_remote(staging: str, target: str, tables: tuple[str, ...]) -> None:
-    old_manifest = FileSystems.join(target, MANIFEST)
-    old_files: list[str] = []
-    if FileSystems.exists(old_manifest):
-        # the files the old run lists, whatever its version (a file list unread is left to
-        # the table pattern below)
-        listed = (read_raw(target) or {}).get("files")
-        listed = listed if isinstance(listed, dict) else {}
-        old_files = [FileSystems.join(target, name) for name in listed]
-        FileSystems.delete([old_manifest])  # first: the old run is no longer complete
-    stale = [
-        m.path
-        for table in tables
-        for m in FileSystems.match([FileSystems.join(target, table, "part-*")])[0].metadata_list
-    ]
-    gone = sorted({*old_files, *stale} - {old_manifest})
-    existing = [path for path in gone if FileSystems.exists(path)]
-    if existing:
-        FileSystems.delete(existing)
-    new = _files_under(staging)
-    staged_manifest = FileSystems.join(staging, MANIFEST)
-    moves = [p for p in new if p != staged_manifest and "/beam-temp-" not in p]
-    destinations = [FileSystems.join(target, p[len(staging.rstrip("/")) + 1 :]) for p in moves]
-    if moves:
-        FileSystems.rename(moves, destinations)
-    FileSystems.rename([staged_manifest], [FileSystems.join(target, MANIFEST)])  # last
-    delete_folder(staging)

@@ -125,28 +125,3 @@ def test_a_staging_folder_without_a_manifest_is_deleted_and_the_output_kept(tmp_
     recover(str(live))
     assert sorted(os.listdir(tmp_path)) == ["live"]
     assert (live / "chunks" / "part-00000-of-00001.parquet").read_text() == "old"
-
-
-def test_the_object_store_swap_moves_the_manifest_last(tmp_path, monkeypatch):
-    # The swap of gs:// and s3://, which have no folder rename, run on local files.
-    import runs.staging as staging
-
-    live = tmp_path / "live"
-    _complete_run(live, "old")
-    (live / "chunks" / "part-00001-of-00002.parquet").write_text("old, not in the new run")
-    new = tmp_path / "new"
-    _complete_run(new, "new")
-    renamed = []
-    real_rename = staging.FileSystems.rename
-
-    def rename(sources, destinations):
-        renamed.extend(destinations)
-        assert not (live / "run_manifest.json").exists()  # the old run is not complete now
-        return real_rename(sources, destinations)
-
-    monkeypatch.setattr(staging.FileSystems, "rename", staticmethod(rename))
-    staging._swap_remote(str(new), str(live), ("chunks",))
-    assert renamed[-1] == str(live / "run_manifest.json")
-    assert sorted(os.listdir(live / "chunks")) == ["part-00000-of-00001.parquet"]
-    assert (live / "chunks" / "part-00000-of-00001.parquet").read_text() == "new"
-    assert not new.exists() or not any(files for _, _, files in os.walk(new))
