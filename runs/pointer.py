@@ -366,8 +366,9 @@ def current_run_folder(output: str) -> str | None:
     return folder
 
 
-class CommitLost(RuntimeError):
-    """Another run moved CURRENT since this run read it."""
+class CommitLost(ValueError):
+    """Another run moved CURRENT since this run read it (a ValueError, as OutputLocked is:
+    the command prints its message, not a traceback)."""
 
 
 def _now() -> str:
@@ -422,17 +423,18 @@ def remove_unkept(output: str, pointer: Pointer | None) -> list[str]:
         if run_id in keep:
             continue
         folder = run_path(output, run_id)
-        found = FileSystems.match([folder + "/**"])[0].metadata_list
+        paths = [m.path for m in FileSystems.match([folder + "/**"])[0].metadata_list]
+        manifest = FileSystems.join(folder, MANIFEST)
         # the manifest first: a folder half deleted is then no complete run to anyone
-        paths = sorted((m.path for m in found), key=lambda p: not p.endswith("/" + MANIFEST))
-        for path in paths:
-            _delete_file(path)
+        for batch in ([p for p in paths if p == manifest], [p for p in paths if p != manifest]):
+            if batch:
+                _delete(batch)
         done.append(f"deleted {folder}, a run that is neither current nor kept")
     return done
 
 
-def _delete_file(path: str) -> None:
-    FileSystems.delete([path])
+def _delete(paths: list[str]) -> None:
+    FileSystems.delete(paths)
 
 
 # --- the lock -------------------------------------------------------------------------------

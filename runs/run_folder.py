@@ -230,11 +230,11 @@ class RunFolder:
         if not self.on_object_store:
             staging.swap_in(staged, self.output)
             return []
-        if not manifests.is_complete(staged):
-            raise RuntimeError(f"{staged} holds no complete run; {self.output} was left as it was")
         run_id = staged.rstrip("/").rsplit("/", 1)[-1]
         if staged.rstrip("/") != pointers.run_path(self.output, run_id):
             raise ValueError(f"{staged} is not a run folder of {self.output} (runs/<run_id>)")
+        if not manifests.is_complete(staged):
+            raise RuntimeError(f"{staged} holds no complete run; {self.output} was left as it was")
         store = pointers.store_for(self.output)
         committed = pointers.commit(self.output, run_id, self._start, keep_runs, store)
         self._start = committed

@@ -32,6 +32,7 @@ def config(*flags):
         (["--extract_timeout_s=-1"], "--extract_timeout_s"),
         (["--parent_chunk_size=100"], "--parent_chunk_size=100"),
         (["--embedding_cache=gs://b/c/*"], "--embedding_cache"),
+        (["--keep_runs=0"], "--keep_runs must be at least 1"),
     ],
 )
 def test_bad_flag_is_named(flags, message):

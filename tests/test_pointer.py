@@ -255,3 +255,43 @@ def test_the_gcs_store_writes_with_generation_preconditions():
         ("upload", b"z", 6),
         ("delete", 8),
     ]
+
+
+def test_an_older_versions_flat_run_is_read_until_current_names_a_run_then_deleted():
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from runs.run_folder import RunFolder
+    from tests.s3_server import BUCKET, s3_server
+
+    def write(path: str, text: str) -> None:
+        with FileSystems.create(path) as f:
+            f.write(text.encode())
+
+    manifest = '{"config_fingerprint": "f", "run_id": "%s"}'
+    with s3_server() as server:
+        FileSystems.set_options(PipelineOptions(server.flags))
+        pointer.use_store("s3", None)
+        try:
+            out = f"s3://{BUCKET}/out"
+            write(f"{out}/chunks/part-00000-of-00001.parquet", "flat")
+            write(f"{out}/{MANIFEST}", manifest % "flat")
+            folder = RunFolder(out)
+            assert folder.path == out and folder.is_complete()  # no CURRENT: the folder itself
+            staged = folder.staging_folder("r1")
+            assert staged == f"{out}/runs/r1"
+            write(f"{staged}/chunks/part-00000-of-00001.parquet", "r1")
+            write(f"{staged}/{MANIFEST}", manifest % "r1")
+            lines = folder.swap_in(staged, keep_runs=2)
+            assert folder.path == staged and RunFolder(out).path == staged
+            assert lines == [f"deleted the 2 files of the run an older version wrote in {out}"]
+            assert sorted(server.objects("out/")) == [
+                "out/CURRENT",
+                "out/runs/r1/chunks/part-00000-of-00001.parquet",
+                f"out/runs/r1/{MANIFEST}",
+            ]
+            with pytest.raises(ValueError, match="is not a run folder of"):
+                folder.swap_in(f"s3://{BUCKET}/elsewhere/r2")
+        finally:
+            FileSystems.set_options(None)
+            pointer.use_store("s3", None)

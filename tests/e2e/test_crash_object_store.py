@@ -5,6 +5,7 @@ The local filesystem's kill test is tests/e2e/test_crash.py."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import signal
 
@@ -19,6 +20,7 @@ from runs.run_folder import RunFolder
 from tests.e2e.test_crash import _job
 from tests.jobs import run
 from tests.s3_server import BUCKET, s3_server
+from transforms.stores.loading import open_run
 
 pytestmark = pytest.mark.slow
 
@@ -81,8 +83,9 @@ def test_a_run_killed_at_each_step_leaves_the_old_run_or_the_new_one(s3, tmp_pat
         ("kill_after:apache_beam.io.filesystems.FileSystems.rename:1", 2, "old"),
         ("kill_before:runs.pointer.commit:1", 2, "old"),  # its folder whole, CURRENT not moved
         ("kill_after:runs.pointer.commit:1", 2, "new"),  # CURRENT moved, nothing deleted yet
-        # keeping 1: deleting the two older runs, killed after the first's manifest and a shard
-        ("kill_after:runs.pointer._delete_file:2", 1, "new"),
+        # keeping 1: deleting the two older runs, killed when the first has lost its manifest
+        # and not yet its shards
+        ("kill_after:runs.pointer._delete:1", 1, "new"),
     ]
     known = {old_id}
     for fault, keep, expected in steps:
@@ -103,6 +106,9 @@ def test_a_run_killed_at_each_step_leaves_the_old_run_or_the_new_one(s3, tmp_pat
             assert run_id == new_id, fault
             # the whole new run: its folder holds what its manifest lists, and nothing else
             assert _run_folder(after, new_id) == files, fault
+            if keep == 1:  # an older run half deleted: shards left, its manifest gone first
+                left = [_run_folder(after, r) for r in known - {new_id}]
+                assert [MANIFEST in files for files in left if files].count(False) == 1, fault
             old_id, old_files = new_id, files
         assert f"{PREFIX}LOCK" in after, fault  # a killed run's lock stays, to be taken over
 
@@ -114,6 +120,11 @@ def test_a_run_killed_at_each_step_leaves_the_old_run_or_the_new_one(s3, tmp_pat
     assert sorted(objects) == sorted(
         [f"{PREFIX}CURRENT", *(f"{PREFIX}runs/{final_id}/{name}" for name in final_files)]
     )  # keep_runs=1: only the current run; the lock released
+    # --previous_output followed CURRENT: the last committed run's documents are unchanged
+    assert json.loads(final_files["cost_report.json"])["documents_unchanged"] == 3
+    # and so does load's reading of a run folder (it reads the config CURRENT's run records)
+    with pytest.raises(ValueError, match="built with --embedding_model=none"):
+        open_run(OUTPUT)
     # the same chunks as the rebuild that was committed, then killed
     assert _chunks(final_files) == _chunks(old_files)
     assert "Rewritten today." in str(_chunks(final_files))
