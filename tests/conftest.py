@@ -85,6 +85,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_runners.py",
     "tests/e2e/test_nightly.py",
     "tests/e2e/test_crash.py",
+    "tests/e2e/test_crash_object_store.py",
     "tests/test_onnx_model.py",
     "tests/e2e/test_read_stage.py",
     "tests/e2e/test_determinism.py",
