@@ -97,7 +97,7 @@ def collect_chunks(n: int, model_path: str) -> list:
     from transforms.budget import ChunkBudget
     from transforms.chunking.routing import ChunkingConfig, DocumentChunker
     from transforms.context import HeaderFitter, path_header
-    from transforms.ingest.extract import ExtractError, extract_document
+    from transforms.ingest.extraction import ExtractError, extract_document
     from transforms.ingest.html import html_to_markdown
     from transforms.token_budget import TokenBudget, header_reserve
 

@@ -54,7 +54,7 @@ from schemas.arrow import DOCUMENT_SCHEMA, chunk_row, chunk_schema, document_row
 from schemas.records import Document, RawDocument
 from transforms.budget import ChunkBudget
 from transforms.chunking.routing import DocumentChunker
-from transforms.ingest.extract import ExtractError, extract_document
+from transforms.ingest.extraction import ExtractError, extract_document
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.jsonl import document_id, parse_jsonl_line
 from transforms.stage_base import Rejection

@@ -42,7 +42,7 @@ def check_file(path: str) -> tuple[str, list[Violation]]:
     import trafilatura
 
     from schemas.records import RawDocument
-    from transforms.ingest.extract import cut_whitespace_runs, decode
+    from transforms.ingest.extraction import cut_whitespace_runs, decode
     from transforms.ingest.html import html_to_markdown
 
     with open(path, "rb") as f:

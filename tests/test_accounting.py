@@ -235,7 +235,7 @@ def test_a_pdf_documents_contents_and_index_pages_reach_its_event():
     pytest.importorskip("reportlab")
     from schemas.records import RawDocument
     from tests.paged.make import contents_and_index_pdf
-    from transforms.ingest.extract import extract_document
+    from transforms.ingest.extraction import extract_document
     from transforms.stat_events import doc_event
 
     doc = extract_document(RawDocument("c.pdf", "id", contents_and_index_pdf()), None)

@@ -28,11 +28,11 @@ from schemas.records import Document, RawDocument, Reject, content_hash
 from tests.bad_inputs import MAX_FILE_BYTES, PROSE, fake_run, jsonl_stream_bomb
 from transforms.boilerplate import BoilerplateConfig, RemoveBoilerplate
 from transforms.chunking.tokens import TiktokenTokenizer
-from transforms.ingest.extract import (
+from transforms.ingest.extraction import (
     MAX_WHITESPACE_RUN,
     ExtractError,
-    _html_to_markdown,
     extract_document,
+    extract_html,
     first_heading,
 )
 from transforms.ingest.html import HtmlTooDeep, html_to_markdown
@@ -257,7 +257,7 @@ def test_html_nested_past_the_parsers_limit_is_too_deep_naming_it():
         html_to_markdown(_deep(100_000))
     raw = RawDocument(source="deep.html", doc_id="d", data=_deep(100_000).encode())
     with pytest.raises(ExtractError) as e:
-        extract_document(raw, _html_to_markdown)
+        extract_document(raw, extract_html)
     assert e.value.reason == "too_deep"
 
 
@@ -266,7 +266,7 @@ def test_the_heading_pattern_is_linear_on_a_long_line():
     line = "# a" + " " * 200_000 + "x"
     started = time.perf_counter()
     assert first_heading(line[:20_000] + "\n") == "a"
-    from transforms.ingest.extract import _ATX_HEADING
+    from transforms.ingest.extraction import _ATX_HEADING
 
     assert _ATX_HEADING.search(line).group(1).rstrip() == "a" + " " * 200_000 + "x"
     assert time.perf_counter() - started < 1.0
@@ -277,7 +277,7 @@ def test_the_heading_pattern_is_linear_on_a_long_line():
 
 def test_a_million_spaces_are_cut_and_tiktoken_counts_the_text(cl100k):
     raw = RawDocument(source="spaces.txt", doc_id="s", data=b" " * 1_000_000 + b"x\n")
-    doc = extract_document(raw, _html_to_markdown)
+    doc = extract_document(raw, extract_html)
     assert doc.text == " " * MAX_WHITESPACE_RUN + "x\n"
     assert cl100k.count(doc.text) > 0  # the whole run panicked inside tiktoken
 
@@ -288,7 +288,7 @@ def test_a_whitespace_run_that_only_extraction_makes_is_cut():
     page = "<html><body><article><h1>Spaces</h1><p>" + PROSE + "</p><pre>"
     page += "&nbsp;" * 5_000 + "x</pre></article></body></html>"
     raw = RawDocument(source="nbsp.html", doc_id="n", data=page.encode())
-    doc = extract_document(raw, _html_to_markdown)
+    doc = extract_document(raw, extract_html)
     runs = re.findall(r"[^\S\n]+", doc.text)
     assert "\u00a0" * MAX_WHITESPACE_RUN in doc.text  # cut, not dropped
     assert max(map(len, runs)) == MAX_WHITESPACE_RUN

@@ -19,7 +19,7 @@ from schemas.records import RawDocument
 from transforms.chunking.code import SUPPORTED_LANGUAGES
 from transforms.chunking.routing import STRATEGIES, strategy_class
 from transforms.chunking.tokens import make_tokenizer
-from transforms.ingest.extract import ExtractError, _html_to_markdown, extract_document
+from transforms.ingest.extraction import ExtractError, extract_document, extract_html
 from transforms.token_budget import TokenBudget
 
 # Strategies that need no model (the semantic one embeds sentences: its limits are tested with
@@ -72,7 +72,7 @@ def test_every_chunker_keeps_its_guarantees_on_any_text(cl100k, strategy, text, 
 def test_the_extractor_gives_a_document_or_a_reason(data, name):
     raw = RawDocument(source=f"/corpus/{name}", doc_id="d", data=data)
     try:
-        doc = extract_document(raw, _html_to_markdown)
+        doc = extract_document(raw, extract_html)
     except ExtractError as e:
         assert e.reason  # a reject with its reason, never another exception
         return
@@ -84,7 +84,7 @@ def test_the_extractor_gives_a_document_or_a_reason(data, name):
 def test_html_extraction_of_any_markup_is_text_or_a_reason(html):
     markup = f"<html><head><title>t</title></head><body><main>{html}</main></body></html>"
     try:
-        result = _html_to_markdown(markup)
+        result = extract_html(markup)
     except ExtractError as e:
         assert e.reason
         return
@@ -166,7 +166,7 @@ def test_any_file_is_read_extracted_and_chunked_or_rejected_with_a_reason(data, 
             assert raw.reason and raw.stage == "read"
             continue
         try:
-            doc = extract_document(raw, _html_to_markdown)
+            doc = extract_document(raw, extract_html)
         except ExtractError as e:
             assert e.reason  # a reject with its reason, never another exception
             continue

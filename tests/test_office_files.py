@@ -8,7 +8,7 @@ from pathlib import Path
 
 from schemas.records import RawDocument
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
-from transforms.ingest.extract import extract_document
+from transforms.ingest.extraction import extract_document
 from transforms.ingest.layout import page_of
 from transforms.token_budget import TokenBudget
 

@@ -19,7 +19,7 @@ from tests.paged.make import (
 )
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.ingest.detect import binary_type
-from transforms.ingest.extract import ExtractError, extract_document
+from transforms.ingest.extraction import ExtractError, extract_document
 from transforms.ingest.layout import (
     Line,
     OutlineEntry,
@@ -261,7 +261,7 @@ def _cpu_spin(seconds: float) -> None:
 
 
 def _pages_then_spin(pages: int, seconds: float) -> int:
-    from transforms.ingest.extract import allow_pages
+    from transforms.ingest.extraction import allow_pages
 
     allow_pages(pages)
     _cpu_spin(seconds)
@@ -269,7 +269,7 @@ def _pages_then_spin(pages: int, seconds: float) -> int:
 
 
 def test_a_long_pdf_gets_the_cpu_limit_once_per_thousand_pages():
-    from transforms.ingest.extract import CpuTimeUp, allow_pages, within_cpu_time
+    from transforms.ingest.extraction import CpuTimeUp, allow_pages, within_cpu_time
     from transforms.ingest.pdf import pdf_to_paged_text
 
     assert within_cpu_time(0.2, _pages_then_spin, 3000, 0.4) == 3000  # 0.6 s for 3,000 pages

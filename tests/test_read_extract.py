@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from schemas.records import RawDocument, Reject
 from transforms.ingest.detect import detect, is_binary, sniff
-from transforms.ingest.extract import ExtractError, decode, extract_document, title_line
+from transforms.ingest.extraction import ExtractError, decode, extract_document, title_line
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.jsonl import bounded_lines, parse_jsonl_line, record_id
 from transforms.ingest.matching import check_patterns, hidden_below, in_sample, names_hidden
@@ -278,7 +278,7 @@ def _spin(seconds: float) -> int:
 def test_the_extraction_limit_counts_cpu_time_not_waiting():
     import time
 
-    from transforms.ingest.extract import CpuTimeUp, within_cpu_time
+    from transforms.ingest.extraction import CpuTimeUp, within_cpu_time
 
     # waiting uses no CPU: a 0.2 s limit lets a 0.5 s sleep finish
     assert within_cpu_time(0.2, time.sleep, 0.5) is None

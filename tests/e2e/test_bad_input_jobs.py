@@ -18,7 +18,7 @@ from tests.bad_inputs import CHUNKED, EXPECTED, MAX_FILE_BYTES, PROSE, fake_run,
 from tests.jobs import run
 from tests.tables import cost_report, report, rows
 from transforms.chunking.tokens import TiktokenTokenizer
-from transforms.ingest.extract import MAX_WHITESPACE_RUN
+from transforms.ingest.extraction import MAX_WHITESPACE_RUN
 
 pytestmark = pytest.mark.slow
 CHUNK_SIZE = 192

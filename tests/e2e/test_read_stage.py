@@ -11,7 +11,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas.records import RawDocument
-from transforms.ingest.extract import ExtractError, ExtractText, extract_document
+from transforms.ingest.extract import ExtractText
+from transforms.ingest.extraction import ExtractError, extract_document
 from transforms.ingest.jsonl import document_id, record_id
 from transforms.ingest.matching import input_root
 from transforms.ingest.read import ReadConfig, ReadDocuments
@@ -304,7 +305,8 @@ def test_the_time_limit_is_the_childs_cpu_time(tmp_path):
     import time
 
     from tests.test_read_extract import _spin  # busy, by module path for the child
-    from transforms.ingest.extract import ExtractError, _ExtractFn
+    from transforms.ingest.extract import _ExtractFn
+    from transforms.ingest.extraction import ExtractError
 
     fn = _ExtractFn(timeout_s=0.5)
     fn.setup()

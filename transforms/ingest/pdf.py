@@ -2,8 +2,8 @@
 
 PDFium gives each page's lines (its own line breaks), with each line's box, font size and
 weight; the outline, page labels and metadata title come from the document.
-`transforms.ingest.layout` does the rest. Runs in the extraction child
-(transforms.ingest.extract) under its time and memory cap.
+`transforms.ingest.layout` does the rest. Runs in the extraction child (started by
+transforms.ingest.extract) under transforms.ingest.extraction's time and memory cap.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def outline(pdf) -> list[OutlineEntry]:
 def pdf_to_paged_text(data: bytes, on_page_count: Callable[[int], None] | None = None) -> PagedText:
     """Pure core: a PDF's bytes to its Markdown text and page map, or PdfError.
     `on_page_count` is told the page count before any page is read (the extraction child
-    gives a long PDF more time: `transforms.ingest.extract.allow_pages`)."""
+    gives a long PDF more time: `transforms.ingest.extraction.allow_pages`)."""
     pdfium, raw = _import()
     pdf = open_pdf(data)
     try:
