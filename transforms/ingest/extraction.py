@@ -368,11 +368,18 @@ def extract_html(html: str):
         raise ExtractError("too_deep", str(e)) from None
 
 
-class CpuTimeUp(Exception):
-    """Raised in the extraction child when it has used its CPU time on one document."""
+class CpuTimeUp(BaseException):
+    """Raised in the extraction child when it has used its CPU time on one document. A
+    BaseException, like KeyboardInterrupt: the parsers run under it catch `Exception` in many
+    places (trafilatura falls back to another extractor when one raises), and a time limit
+    they could swallow would be no limit."""
+
+
+_time_up: list[bool] = []  # set by the signal: the document's CPU time was used up
 
 
 def _cpu_time_up(signum: int, frame: object) -> None:
+    _time_up[:] = [True]
     raise CpuTimeUp()
 
 
@@ -388,13 +395,22 @@ def within_cpu_time(limit_s: float, fn: Callable, *args):
     used `limit_s` seconds of CPU time on it (ITIMER_PROF: user and system time), or more
     where `allow_pages` grants it."""
     signal.signal(signal.SIGPROF, _cpu_time_up)
-    signal.setitimer(signal.ITIMER_PROF, limit_s)
+    _time_up.clear()
     _running_limit[:] = [limit_s]
+    # after the limit the signal comes again every REPEAT_S of CPU time, and a result that
+    # arrives after it came at all is not one: whatever catches the first, the limit holds
+    signal.setitimer(signal.ITIMER_PROF, limit_s, REPEAT_S)
     try:
-        return fn(*args)
+        result = fn(*args)
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         _running_limit.clear()
+    if _time_up:
+        raise CpuTimeUp()
+    return result
+
+
+REPEAT_S = 0.05
 
 
 def allow_pages(pages: int) -> None:
@@ -407,7 +423,7 @@ def allow_pages(pages: int) -> None:
     remaining, _ = signal.getitimer(signal.ITIMER_PROF)
     if remaining > 0:
         extra = _running_limit[0] * (pages / PAGES_PER_LIMIT - 1)
-        signal.setitimer(signal.ITIMER_PROF, remaining + extra)
+        signal.setitimer(signal.ITIMER_PROF, remaining + extra, REPEAT_S)
 
 
 def child_ready() -> bool:
