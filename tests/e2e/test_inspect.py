@@ -166,9 +166,12 @@ def test_page_renders_in_a_real_browser(runs, tmp_path):
             )
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("requestfailed", lambda r: problems.append(f"failed to load {r.url}"))
+            # CI's 2 shared cores with other tests beside: a full-page screenshot of the whole
+            # report once took over 30 s to paint; the first screen shows that it renders
+            page.set_default_timeout(120_000)
             page.goto(f"file://{page_path}", wait_until="load")
             shot = tmp_path / "page.png"
-            page.screenshot(path=str(shot), full_page=True)
+            page.screenshot(path=str(shot), animations="disabled")
             dom = page.content()
             stats_rows = page.locator("#stats-table tr").count()
             image = page.evaluate(
