@@ -161,22 +161,27 @@ def _check_listed(name: object, entry: object, label: str) -> None:
 
 
 def verified_shards(
-    folder: str, files: dict[str, Any], label: str, advice: str
+    folder: str, files: dict[str, Any], label: str, advice: str, read_files: bool = True
 ) -> dict[str, tuple[str, ...]]:
     """The table shards `files` (a manifest's file list) names, each checked to be the file
-    that run wrote (size and sha256); a shard added since is ignored, with a warning. Every
-    name must be a shard of the run's tables or a report file inside `folder`. `label` names
-    the run folder in messages and `advice` says what to do about a changed shard."""
+    that run wrote (size and sha256; with `read_files` False, the size from a listing only,
+    and the sha256 is left to `check_shard` where the job runs); a shard added since is
+    ignored, with a warning. Every name must be a shard of the run's tables or a report file
+    inside `folder`. `label` names the run folder in messages and `advice` says what to do
+    about a changed shard."""
     for name, entry in files.items():
         _check_listed(name, entry, label)
     listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
-    found = file_inventory(folder, [FileSystems.join(folder, name) for name in listed])
-    for name, entry in listed.items():
-        if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
-            raise ValueError(
-                f"{label}: {name} is not the file that run wrote (its size "
-                f"or sha256 differs from the manifest's); {advice}"
-            )
+    if read_files:
+        found = file_inventory(folder, [FileSystems.join(folder, name) for name in listed])
+        for name, entry in listed.items():
+            if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
+                raise ValueError(changed_shard(label, name, advice))
+    else:
+        sizes = _listed_sizes(folder, {name.split("/", 1)[0] for name in listed})
+        for name, entry in listed.items():
+            if sizes.get(name) != entry.get("bytes"):
+                raise ValueError(changed_shard(label, name, advice))
     shards: dict[str, list[str]] = {}
     for name in sorted(listed):
         shards.setdefault(name.split("/", 1)[0], []).append(FileSystems.join(folder, name))
@@ -196,3 +201,30 @@ def verified_shards(
                 extra[0],
             )
     return {table: tuple(paths) for table, paths in shards.items()}
+
+
+def changed_shard(label: str, name: str, advice: str) -> str:
+    """The error of a shard that is not the one its run's manifest lists."""
+    return (
+        f"{label}: {name} is not the file that run wrote (its size or sha256 differs from "
+        f"the manifest's); {advice}"
+    )
+
+
+def _listed_sizes(folder: str, tables: Iterable[str]) -> dict[str, int]:
+    """{TABLE/part-...parquet: bytes} of the shards in `tables`' folders, from one listing
+    each: no file is read."""
+    sizes = {}
+    for table in tables:
+        pattern = FileSystems.join(folder, table, "*.parquet")
+        for m in FileSystems.match([pattern])[0].metadata_list:
+            sizes[f"{table}/{m.path.rsplit('/', 1)[-1]}"] = m.size_in_bytes
+    return sizes
+
+
+def check_shard(path: str, expected: dict[str, Any], message: str) -> str:
+    """`path` itself when its size and sha256 are `expected`'s, else ValueError(`message`):
+    a previous run's shard, read where the job runs (the launcher lists, never reads)."""
+    if file_entry(path) != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
+        raise ValueError(message)
+    return path

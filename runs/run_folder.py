@@ -3,6 +3,7 @@
     folder = RunFolder("out/night2", advice="rebuild it before loading it")
     folder.manifest           # run_manifest.json, read and checked once (ValueError naming it)
     folder.shards             # the table shards it lists, each checked against its sha256
+    folder.listed_shards      # the same, their sizes checked by a listing (the launcher's)
     folder.read_table("chunks", ["chunk_id", "text"])
     with folder.lock(): ...   # one run at a time (runs/output_lock.py)
     folder.swap_in(staged)    # the staged run takes its place (runs/staging.py)
@@ -137,6 +138,27 @@ class RunFolder:
         """The shards of each table that the manifest lists, each checked to be the file the run
         wrote (size and sha256; every byte is read once); files added since are ignored."""
         return manifests.verified_shards(self.path, self.manifest["files"], self.label, self.advice)
+
+    @functools.cached_property
+    def listed_shards(self) -> dict[str, tuple[str, ...]]:
+        """The shards of each table that the manifest lists, their sizes checked from a
+        listing (no file is read); `shard_checks` checks their sha256 where the job runs."""
+        return manifests.verified_shards(
+            self.path, self.manifest["files"], self.label, self.advice, read_files=False
+        )
+
+    def shard_checks(self) -> tuple[tuple[str, dict[str, Any], str], ...]:
+        """(path, its manifest entry, the error if it is not that file) of every shard the
+        manifest lists, for manifests.check_shard."""
+        return tuple(
+            (
+                self.join(name),
+                {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")},
+                manifests.changed_shard(self.label, name, self.advice),
+            )
+            for name, entry in sorted(self.manifest["files"].items())
+            if name.endswith(".parquet")
+        )
 
     def inventory(self, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
         """{path relative to the folder: {bytes, sha256}} of each of `paths`."""

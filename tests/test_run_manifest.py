@@ -74,6 +74,35 @@ def test_a_checked_run_gives_its_recomputed_fingerprint_and_shards(tmp_path: Pat
     assert open_run(out).shards == previous.shards
 
 
+def test_the_launcher_lists_the_previous_shards_and_reads_none(tmp_path: Path, monkeypatch) -> None:
+    """load_previous_run checks sizes from a listing; the sha256 of each shard is left to the
+    job (manifests.check_shard), so a 4 TB previous run is not read by the launcher."""
+    import runs.manifest as manifests
+
+    out = _run(tmp_path / "run")
+
+    def no_reading(path: str) -> dict:
+        raise AssertionError(f"the launcher read {path}")
+
+    monkeypatch.setattr(manifests, "file_entry", no_reading)
+    previous = load_previous_run(out)
+    assert [os.path.basename(p) for p in previous.shards["chunks"]] == [
+        "part-00000-of-00001.parquet"
+    ]
+    (check,) = [c for c in previous.checks if "/chunks/" in c[0]]
+    with open(os.path.join(out, "run_manifest.json")) as f:
+        listed = json.load(f)["files"]["chunks/part-00000-of-00001.parquet"]
+    assert check[1] == listed
+    monkeypatch.undo()
+    assert manifests.check_shard(*check) == check[0]
+    with open(check[0], "ab") as f:  # a byte more: the listing sees it, and so does the check
+        f.write(b"x")
+    with pytest.raises(ValueError, match="is not the file that run wrote"):
+        load_previous_run(out)
+    with pytest.raises(ValueError, match="is not the file that run wrote"):
+        manifests.check_shard(*check)
+
+
 def test_a_manifest_without_a_file_list_is_refused(tmp_path: Path) -> None:
     out = _run(tmp_path / "run")
     _edit(out, lambda m: m.pop("files"))

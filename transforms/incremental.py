@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.parquetio import ReadAllFromParquet
 
+from runs.manifest import check_shard
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
@@ -38,8 +40,10 @@ TRANSIENT_REJECTS = frozenset({("extract", "extract_timeout")})
 class PreviousRun:
     output: str
     fingerprint: str
-    # The shards that run wrote, per table (from its manifest, each checked against it)
+    # The shards that run wrote, per table (from its manifest, their sizes checked by a listing)
     shards: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # (path, manifest entry, error) of each shard: its sha256 is checked where the job runs
+    checks: tuple[tuple[str, dict, str], ...] = ()
     run_id: str | None = None  # None: a dry run's stand-in, which reads no manifest
     embedding_cache_key: str | None = (
         None  # its model's key (transforms/embedding/embedding_cache.py)
@@ -49,32 +53,68 @@ class PreviousRun:
 
     def read_table(self, table: str, columns: list[str] | None = None) -> beam.PTransform:
         """A read of one of that run's tables (the shards it wrote), of `columns` or all."""
-        return _ReadShards(self.shards.get(table, ()), columns)
+        return _ReadShards(self, table, columns)
 
 
 class _ReadShards(beam.PTransform):
-    def __init__(self, paths: tuple[str, ...], columns: list[str] | None) -> None:
+    """One table of the previous run: its shards once `_CheckShards` has found each to be the
+    file the manifest lists, so that no row of a changed shard reaches this run."""
+
+    def __init__(self, previous: PreviousRun, table: str, columns: list[str] | None) -> None:
         super().__init__()
-        self.paths = paths
+        self.previous = previous
+        self.paths = frozenset(previous.shards.get(table, ()))
         self.columns = columns
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
-            pbegin
-            | "Shards" >> beam.Create(self.paths)
+            _checked_shards(pbegin.pipeline, self.previous)
+            | "Shards" >> beam.Filter(lambda path, paths: path in paths, self.paths)
             | "Read shards" >> ReadAllFromParquet(columns=self.columns)
         )
 
 
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _checked_shards(pipeline: beam.Pipeline, previous: PreviousRun) -> beam.PCollection:
+    """The paths of the previous run's shards, each checked once in `pipeline` (one step for
+    every read of its tables)."""
+    done = _CHECKED.setdefault(pipeline, {})
+    if previous.output not in done:
+        done[previous.output] = pipeline | "Check previous shards" >> _CheckShards(previous.checks)
+    return done[previous.output]
+
+
+class _CheckShards(beam.PTransform):
+    """Fail the job, naming the file, when a shard of the previous run is not the file its
+    manifest lists (size and sha256). Each shard is read once, spread over the workers: the
+    launcher lists the shards and reads none, and a failed job commits nothing."""
+
+    def __init__(self, checks: tuple[tuple[str, dict, str], ...]) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Shards" >> beam.Create(self.checks)
+            | "Spread" >> beam.Reshuffle()
+            | "Hash and compare" >> beam.MapTuple(check_shard)
+        )
+
+
 def load_previous_run(output: str) -> PreviousRun:
-    """The previous run, its manifest checked (runs/manifest.py), its shards checked against it
-    and its fingerprint recomputed from its recorded config."""
+    """The previous run, its manifest checked (runs/manifest.py), its shards listed and their
+    sizes checked against it (their sha256 by `read_previous`, in the job), and its fingerprint
+    recomputed from its recorded config."""
     folder = previous_output_folder(output)
     folder.require_chunks()
     return PreviousRun(
         output=output,
         fingerprint=folder.fingerprint,
-        shards=folder.shards,
+        shards=folder.listed_shards,
+        checks=folder.shard_checks(),
         run_id=folder.run_id,
         embedding_cache_key=folder.embedding_cache_key,
     )

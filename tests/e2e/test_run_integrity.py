@@ -116,6 +116,27 @@ def test_a_changed_shard_of_the_previous_run_is_refused(corpus, tmp_path):
         run([*flags(corpus), "--output", str(tmp_path / "night2"), "--previous_output", night1])
 
 
+def test_a_shard_changed_in_place_fails_the_job_before_any_row_of_it_is_used(corpus, tmp_path):
+    """Issue 23 item 1: the launcher lists the previous run's shards (sizes) and reads none;
+    their sha256 is checked in the job, and each table is read only from checked shards. A
+    shard of the same size with other bytes fails the job, naming the file; nothing is
+    committed."""
+    night1 = str(tmp_path / "night1")
+    run([*flags(corpus), "--output", night1])
+    chunks_dir = os.path.join(night1, "chunks")
+    (shard,) = os.listdir(chunks_dir)
+    path = os.path.join(chunks_dir, shard)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    night2 = str(tmp_path / "night2")
+    with pytest.raises(Exception, match=f"chunks/{shard} is not the file that run wrote"):
+        run([*flags(corpus), "--output", night2, "--previous_output", night1])
+    assert not os.path.exists(night2)
+
+
 def test_a_manifest_without_a_file_list_is_refused(corpus, tmp_path):
     """Issue 22 N7: without a file list the shards cannot be checked (and rows injected into
     them were copied into the new run): refused, no longer read by pattern with a warning."""
