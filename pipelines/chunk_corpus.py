@@ -69,9 +69,7 @@ def merge(label: str, *parts: beam.PCollection | None) -> beam.PCollection:
     return present[0] if len(present) == 1 else tuple(present) | label >> beam.Flatten()
 
 
-def _account(
-    config: JobConfig, output: str, previous: PreviousRun | None, skip_folders: Sequence[str]
-) -> Account:
+def _account(config: JobConfig, output: str, previous: PreviousRun | None) -> Account:
     manifest = run_manifest(
         config.run_id,
         config.settings,
@@ -79,7 +77,6 @@ def _account(
         config.output,
         config.estimate,
         previous.output if previous is not None else None,
-        skip_folders,
         previous.run_id if previous is not None else None,
     )
     manifest["embedding_cache_key"] = config.embedding.cache_key
@@ -108,13 +105,11 @@ def _cached_vectors(
 def build_pipeline(
     p: beam.Pipeline,
     config: JobConfig,
-    skip_folders: Sequence[str] = (),
     write_to: str | None = None,
     dry_run: bool = False,
 ) -> JobOutputs:
     """Connect the stages, in the order the data flows through them.
 
-    `skip_folders`: folders under the inputs whose files are not read (earlier runs' output);
     `write_to`: where the run's files go (the staging folder of --output; default --output);
     `dry_run`: only translate the job (DataflowRunner --dry_run): no data path is read, not
     even --previous_output's manifest, which stands in as a reusable run of this config.
@@ -122,7 +117,8 @@ def build_pipeline(
     and chunking, context, counting and embedding fuse with it into one stage.
     """
     write_to = write_to or config.output
-    never_read = [config.output, write_to, config.previous_output or "", *skip_folders]
+    # and the folders of earlier runs that the inputs match, found where the job lists them
+    never_read = [config.output, write_to, config.previous_output or ""]
     read = p | "Read documents" >> ReadDocuments(config.read, exclude=never_read)
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
     documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
@@ -187,8 +183,8 @@ def build_pipeline(
         embedded.events,
         changes.events,
     )
-    account = AccountInputs(events, chunks, rejects, written)
-    manifest = account | "Account" >> _account(config, write_to, previous, skip_folders)
+    account = AccountInputs(events, chunks, rejects, written, read.earlier_runs)
+    manifest = account | "Account" >> _account(config, write_to, previous)
     return JobOutputs(chunks, documents, rejects, manifest)
 
 
@@ -380,7 +376,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         pipeline = beam.Pipeline(options=options)
         build_pipeline(pipeline, config, dry_run=True)
         return _run_with_progress(pipeline, options, config, quiet=True)
-    earlier_runs = check_patterns(config.inputs)
+    check_patterns(config.inputs)  # each pattern listed up to its first file
     started = time.time()
     output = RunFolder(config.output)
     with output.lock(run_id=config.run_id):  # one run at a time writes into a folder
@@ -389,7 +385,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         prepare_output(config.output, config.overwrite, config.previous_output)
         staging = output.staging_folder(config.run_id)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, earlier_runs, write_to=staging)
+        build_pipeline(pipeline, config, write_to=staging)
         try:
             result = _run_with_progress(pipeline, options, config, quiet=quiet)
         except BaseException:

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from apache_beam.io.filesystems import FileSystems
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,7 +15,15 @@ from transforms.ingest.detect import detect, is_binary, sniff
 from transforms.ingest.extraction import ExtractError, decode, extract_document, title_line
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.jsonl import bounded_lines, parse_jsonl_line, record_id
-from transforms.ingest.matching import check_patterns, hidden_below, in_sample, names_hidden
+from transforms.ingest.matching import (
+    check_patterns,
+    earlier_runs,
+    hidden_below,
+    in_sample,
+    names_hidden,
+    run_marker,
+    under_earlier_run,
+)
 from transforms.stage_base import Rejection
 
 
@@ -224,7 +233,7 @@ def test_bounded_lines_are_the_lines_with_the_long_ones_left_out(data, limit, ch
     assert list(bounded_lines(io.BytesIO(data), limit, chunk_bytes)) == expected
 
 
-def test_check_patterns_finds_earlier_runs_under_the_inputs(tmp_path):
+def test_earlier_runs_under_the_inputs_are_found_from_the_matched_files(tmp_path):
     for name in (
         "a.md",
         "out/n1/run_manifest.json",
@@ -233,8 +242,33 @@ def test_check_patterns_finds_earlier_runs_under_the_inputs(tmp_path):
     ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
+    matched = [(m.path, m) for m in FileSystems.match([str(tmp_path / "**")])[0].metadata_list]
+    markers = [pair for element in matched for pair in run_marker(element)]
     # n1 holds both files every run writes; n2 only one of them, so it is input
-    assert check_patterns([str(tmp_path / "**")]) == [str(tmp_path / "out" / "n1")]
+    runs = earlier_runs(markers + markers)  # two patterns matching the same files
+    assert runs == [str(tmp_path / "out" / "n1")]
+    assert under_earlier_run(str(tmp_path / "out" / "n1" / "chunks" / "x.parquet"), runs)
+    assert not under_earlier_run(str(tmp_path / "out" / "n10" / "a.md"), runs)
+
+
+def test_the_launcher_lists_a_pattern_only_up_to_its_first_file(tmp_path, monkeypatch):
+    """Issue 23 item 1: the launcher checks that each --input matches something; the job
+    lists the inputs (a bucket of 100 M files is listed on the workers, not before submit)."""
+    from apache_beam.io.filesystem import FileSystem
+
+    for i in range(50):
+        (tmp_path / f"f{i:02}.md").write_text("x")
+    seen = []
+    real = FileSystem.match_files
+
+    def counting(self, file_metas, pattern):
+        for m in real(self, file_metas, pattern):
+            seen.append(m.path)
+            yield m
+
+    monkeypatch.setattr(FileSystem, "match_files", counting)
+    check_patterns([str(tmp_path / "*.md")])
+    assert len(seen) <= 2  # Beam stops at the file after the limit's, not at all 50
     with pytest.raises(ValueError, match="matches no file"):
         check_patterns([str(tmp_path / "nothing*")])
 

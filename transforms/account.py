@@ -53,9 +53,14 @@ class _WriteManifest(beam.DoFn):
         self.manifest = manifest
 
     def process(
-        self, report: CostReport, hashed_files: list[tuple[str, dict[str, Any]]]
+        self,
+        report: CostReport,
+        hashed_files: list[tuple[str, dict[str, Any]]],
+        earlier_runs: Sequence[str] = (),
     ) -> Iterator[str]:
         manifest = dict(self.manifest)
+        # run folders the inputs matched, not read (found where the job lists its inputs)
+        manifest["earlier_runs_not_read"] = sorted(earlier_runs)
         # Every file of the run with its size and hash: a later run reuses exactly these, and
         # checks them first (transforms/incremental.py). The data files were hashed in
         # parallel (Account); the two reports, small, here.
@@ -89,7 +94,6 @@ def run_manifest(
     output: str,
     estimate: bool,
     previous_output: str | None,
-    earlier_runs: Sequence[str] = (),
     previous_run_id: str | None = None,
 ) -> dict[str, Any]:
     """What run_manifest.json says of the run before it ends (the counts are added last).
@@ -103,7 +107,7 @@ def run_manifest(
         "config": settings,
         "config_fingerprint": settings["config_fingerprint"],
         "inputs": list(inputs),
-        "earlier_runs_not_read": list(earlier_runs),  # run folders the inputs matched
+        "earlier_runs_not_read": [],  # run folders the inputs matched: set when it is written
         "output": output,
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(),
         "mode": "estimate" if estimate else "run",
@@ -116,6 +120,7 @@ class AccountInputs(NamedTuple):
     chunks: beam.PCollection  # Chunk: every chunk the run writes (parents included)
     rejects: beam.PCollection  # Reject: every reject of the run
     written: beam.PCollection  # str: the data files written
+    earlier_runs: beam.PCollection | None = None  # str: earlier runs' folders the inputs matched
 
 
 class Account(beam.PTransform):
@@ -165,6 +170,11 @@ class Account(beam.PTransform):
             | "Spread files to hash" >> beam.Reshuffle()
             | "Hash files" >> beam.Map(_hashed).with_output_types(tuple[str, dict[str, Any]])
         )
+        earlier = inputs.earlier_runs
+        if earlier is None:
+            earlier = inputs.written.pipeline | "No earlier runs" >> beam.Create([])
         return report | "Write manifest" >> beam.ParDo(
-            _WriteManifest(self.output, self.manifest), beam.pvalue.AsList(hashed)
+            _WriteManifest(self.output, self.manifest),
+            beam.pvalue.AsList(hashed),
+            beam.pvalue.AsList(earlier),
         )

@@ -203,11 +203,12 @@ class SkipFn(Counts, beam.DoFn):
     def _outside_roots(self, path: str) -> bool:
         return os.path.islink(path) and not self.symlinks.allows(path)
 
-    def process(self, element: tuple) -> Iterator[tuple]:
+    def process(self, element: tuple, runs: Sequence[str] = ()) -> Iterator[tuple]:
+        """`runs`: the folders of earlier runs among the matched files (earlier_runs)."""
         path, metadata = element
         if path in self.locks:
             return
-        if path.startswith(self.exclude):
+        if path.startswith(self.exclude) or (runs and under_earlier_run(path, runs)):
             if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
                 # this run's own lock on its output: no file of the corpus, and no skip
                 return
@@ -241,21 +242,32 @@ def sampled(element: tuple, fraction: float, root: str) -> bool:
     return in_sample(element[0], fraction, root)
 
 
-def check_patterns(patterns: Sequence[str]) -> list[str]:
-    """Fail fast, naming the pattern, when an --input pattern matches nothing.
-
-    Returns the folders of earlier runs of this job that the patterns match (a folder holding
-    run_manifest.json and cost_report.json): their files are output, not input.
-    """
-    runs: dict[str, set[str]] = {}
+def check_patterns(patterns: Sequence[str]) -> None:
+    """Fail fast, naming the pattern, when an --input pattern matches nothing. The launcher
+    lists each pattern only up to its first file: the job lists them whole (MatchFn)."""
     for pattern in patterns:
-        result = FileSystems.match([pattern])[0]
-        if not result.metadata_list:
+        if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
             why = special_file(pattern) if is_local(pattern) and not has_wildcard(pattern) else None
             detail = f" (it is a {why.replace('_', ' ')})" if why else ""
             raise ValueError(f"--input pattern {pattern!r} matches no file{detail}")
-        for metadata in result.metadata_list:
-            folder, _, name = metadata.path.rpartition("/")
-            if name in RUN_MARKERS:
-                runs.setdefault(folder, set()).add(name)
-    return sorted(folder for folder, names in runs.items() if names == RUN_MARKERS)
+
+
+def run_marker(element: tuple) -> Iterator[tuple[str, str]]:
+    """(folder, name) of a matched (path, metadata) that every run writes (RUN_MARKERS)."""
+    folder, _, name = element[0].rpartition("/")
+    if name in RUN_MARKERS:
+        yield folder, name
+
+
+def earlier_runs(markers: Iterable[tuple[str, str]]) -> list[str]:
+    """The folders of earlier runs of this job among (folder, marker name) pairs: a folder
+    holding every file a run writes (run_manifest.json and cost_report.json). Their files are
+    output, not input."""
+    names: dict[str, set[str]] = {}
+    for folder, name in markers:
+        names.setdefault(folder, set()).add(name)
+    return sorted(folder for folder, found in names.items() if found == RUN_MARKERS)
+
+
+def under_earlier_run(path: str, runs: Sequence[str]) -> bool:
+    return any(path.startswith(folder.rstrip("/") + "/") for folder in runs)

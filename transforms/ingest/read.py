@@ -30,9 +30,11 @@ from transforms.ingest.matching import (
     MatchFn,
     SkipFn,
     SymlinkPolicy,
+    earlier_runs,
     first_of,
     in_sample,
     input_root,
+    run_marker,
     sampled,
     utf8_path,
 )
@@ -269,6 +271,7 @@ class ReadResult(NamedTuple):
     rejects: beam.PCollection  # Reject
     skipped: beam.PCollection  # str: why a matched file was not read (one per file)
     events: beam.PCollection  # accounting: DocumentIn per input, FileSkipped per skipped file
+    earlier_runs: beam.PCollection  # str: folders of earlier runs the patterns matched, not read
 
 
 def _input_event(_: RawDocument | Reject) -> DocumentIn:
@@ -309,6 +312,15 @@ class ReadDocuments(beam.PTransform):
             | "Paths" >> beam.FlatMap(utf8_path).with_outputs(BAD_NAMES, main="paths")
         )
 
+        # folders of earlier runs of this job that the patterns match: output, not input
+        earlier = (
+            names.paths
+            | "Run markers" >> beam.FlatMap(run_marker)
+            | "Markers per folder" >> beam.GroupByKey()
+            | "Earlier runs"
+            >> beam.FlatMap(lambda kv: earlier_runs((kv[0], name) for name in kv[1]))
+        )
+        runs = beam.pvalue.AsList(earlier)
         skipped, matched = [], []
         sampling = self.sample < 1.0
 
@@ -318,7 +330,7 @@ class ReadDocuments(beam.PTransform):
                 pcoll
                 | f"Dedupe {label}" >> beam.CombinePerKey(first_of)
                 | f"Skip hidden, special and output {label}"
-                >> beam.ParDo(SkipFn(self.patterns, self.exclude)).with_outputs(
+                >> beam.ParDo(SkipFn(self.patterns, self.exclude), runs).with_outputs(
                     SKIPPED, main="kept"
                 )
             )
@@ -355,4 +367,4 @@ class ReadDocuments(beam.PTransform):
         ) | "Read events" >> beam.Flatten()
         unique = read.documents | "One record an id" >> UniqueRecordIds()
         rejects = (rejects, unique.rejects) | "All read rejects" >> beam.Flatten()
-        return ReadResult(unique.documents, rejects, skipped, events)
+        return ReadResult(unique.documents, rejects, skipped, events, earlier)
