@@ -27,13 +27,16 @@ from pipelines import live_progress as progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from runs.manifest import REPORT_FILES
+from runs.pointer import is_object_store, run_path
 from runs.run_folder import RunFolder, previous_output_folder
+from runs.staging import staging_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.account import Account, AccountInputs, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
 from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog
 from transforms.chunking.routing import ChunkDocuments
+from transforms.commit import Commit, CommitRun
 from transforms.context import AddContext
 from transforms.cost_report import CostReport
 from transforms.embedding.embed_stage import Embed
@@ -107,12 +110,15 @@ def build_pipeline(
     config: JobConfig,
     write_to: str | None = None,
     dry_run: bool = False,
+    commit: Commit | None = None,
 ) -> JobOutputs:
     """Connect the stages, in the order the data flows through them.
 
     `write_to`: where the run's files go (the staging folder of --output; default --output);
     `dry_run`: only translate the job (DataflowRunner --dry_run): no data path is read, not
-    even --previous_output's manifest, which stands in as a reusable run of this config.
+    even --previous_output's manifest, which stands in as a reusable run of this config;
+    `commit`: how the run, once written, becomes --output's current run: the job's last step
+    (transforms/commit.py; None: nothing commits, as in the tests that build the graph only).
     Boilerplate removal spreads the documents evenly over the workers (after its line counts),
     and chunking, context, counting and embedding fuse with it into one stage.
     """
@@ -185,6 +191,8 @@ def build_pipeline(
     )
     account = AccountInputs(events, chunks, rejects, written, read.earlier_runs)
     manifest = account | "Account" >> _account(config, write_to, previous)
+    if commit is not None:
+        _ = manifest | "Commit the run" >> CommitRun(commit)
     return JobOutputs(chunks, documents, rejects, manifest)
 
 
@@ -249,6 +257,16 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
 
 def _real(path: str) -> str:
     return os.path.realpath(path) if "://" not in path else path.rstrip("/")
+
+
+def _unread_commit(config: JobConfig) -> Commit:
+    """The commit of a job that is only translated (--dry_run): where it would stage, found
+    without reading --output; CURRENT is read when the commit runs."""
+    if is_object_store(config.output):
+        staged = run_path(config.output, config.run_id)
+    else:
+        staged = staging_folder(config.output, config.run_id)
+    return Commit(config.output, staged, config.keep_runs, read_start=True)
 
 
 def _discard(output: RunFolder, staging: str) -> None:
@@ -374,7 +392,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     dry_run = bool(options.view_as(TestOptions).dry_run)
     if dry_run:
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, dry_run=True)
+        build_pipeline(pipeline, config, dry_run=True, commit=_unread_commit(config))
         return _run_with_progress(pipeline, options, config, quiet=True)
     check_patterns(config.inputs)  # each pattern listed up to its first file
     started = time.time()
@@ -384,17 +402,17 @@ def run(argv: list[str] | None = None) -> PipelineResult:
             logging.warning("--output %s: %s", config.output, line)
         prepare_output(config.output, config.overwrite, config.previous_output)
         staging = output.staging_folder(config.run_id)
+        # the job's last step commits the run (a job submitted and not waited for too)
+        commit = Commit(config.output, staging, config.keep_runs, output.start)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, write_to=staging)
+        build_pipeline(pipeline, config, write_to=staging, commit=commit)
         try:
             result = _run_with_progress(pipeline, options, config, quiet=quiet)
         except BaseException:
             _discard(output, staging)  # --output is as it was; a kill leaves this to the next run
             raise
-        for line in output.swap_in(staging, config.keep_runs):  # the older runs deleted
-            logging.info("--output %s: %s", config.output, line)
     # The report the run wrote: on every runner, the way the workers' totals reach here.
-    report = output.cost_report()
+    report = RunFolder(config.output).cost_report()
     if report is not None:
         seconds = time.time() - started
         sizes = output.output_bytes()

@@ -262,6 +262,36 @@ class RunFolder:
         self._start = committed
         return [*pointers.remove_unkept(self.output, committed), *self._remove_flat_run()]
 
+    @property
+    def start(self) -> pointers.Pointer | None:
+        """CURRENT as `staging_folder` read it (object stores; None elsewhere or before)."""
+        return self._start
+
+    def commit(
+        self,
+        staged: str,
+        keep_runs: int,
+        start: pointers.Pointer | None,
+        read_start: bool = False,
+    ) -> list[str]:
+        """`swap_in` as the job's last step does it (transforms/commit.py): `start` is CURRENT
+        as the launcher read it (`read_start`: it did not, as for a translated-only job, and
+        CURRENT is read now). A retry of that step after the commit went through does nothing
+        (the run is already the current one). Returns what the retention did."""
+        run_id = staged.rstrip("/").rsplit("/", 1)[-1]
+        if self.on_object_store:
+            now = pointers.read_pointer(self.output, pointers.store_for(self.output))
+            if now is not None and now.run_id == run_id:
+                return []
+            self._start = now if read_start else start
+        elif (
+            not FileSystems.exists(staged)
+            and self.has_manifest()
+            and staged.endswith(f"-{self.run_id}")
+        ):
+            return []  # renamed into place already
+        return self.swap_in(staged, keep_runs)
+
     def _remove_flat_run(self) -> list[str]:
         """An older version's run, written flat into the output folder: deleted once CURRENT
         names a run (readers then never read it)."""
@@ -284,7 +314,12 @@ class RunFolder:
         return [f"deleted the {len(found)} files of the run an older version wrote in {root}"]
 
     def discard(self, staged: str) -> None:
-        """Delete a staged run that will not replace this folder."""
+        """Delete a staged run that will not replace this folder; on an object store not the
+        run CURRENT names (a job that failed after its commit step went through)."""
+        if self.on_object_store:
+            now = pointers.read_pointer(self.output, pointers.store_for(self.output))
+            if now is not None and staged.rstrip("/") == pointers.run_path(self.output, now.run_id):
+                return
         staging.delete_folder(staged)
 
 

@@ -128,6 +128,11 @@ def test_a_run_killed_at_each_step_leaves_the_old_run_or_the_new_one(s3, tmp_pat
     # the same chunks as the rebuild that was committed, then killed
     assert _chunks(final_files) == _chunks(old_files)
     assert "Rewritten today." in str(_chunks(final_files))
+    # the job's commit step retried after its commit went through (transforms/commit.py):
+    # nothing is written, CURRENT is as it was
+    staged = pointer.run_path(OUTPUT, final_id)
+    assert RunFolder(OUTPUT).commit(staged, 1, None) == []
+    assert s3.objects() == objects
 
 
 def _chunks(files: dict[str, bytes]) -> list[tuple[str, str]]:
