@@ -12,9 +12,11 @@ from typing import NamedTuple
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
+from runs.manifest import file_entry
 from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from schemas.columns import DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
@@ -66,7 +68,12 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     documents = tmp_path / "documents.parquet"  # whole rows: a kept document's come from here
     pq.write_table(pa.Table.from_pylist(previous_docs, schema=DOCUMENT_SCHEMA), documents)
     shards = {REJECTS: (str(failures),), DOCUMENTS: (str(documents),)}
-    previous = PreviousRun("/previous", "fp", shards=shards, run_id="r1")
+    checks = tuple(
+        (path, file_entry(path), f"{path} changed") for paths in shards.values() for path in paths
+    )
+    previous = PreviousRun("/previous", "fp", shards=shards, checks=checks, run_id="r1")
+    with pytest.raises(ValueError, match="shards without a check"):
+        PreviousRun("/previous", "fp", shards=shards, run_id="r1")
     previous_chunks = [_chunk_row(i, n) for i in ("a", "b", "d", "e", "f") for n in range(2)]
     previous_chunks.remove(_chunk_row("d", 0))  # the chunk that failed to embed
     rejects = [  # f timed out (kept: the previous run holds it); g timed out, never held

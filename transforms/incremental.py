@@ -51,6 +51,12 @@ class PreviousRun:
     # Whether its chunks may be reused: the same config fingerprint as this run.
     reusable: bool = True
 
+    def __post_init__(self) -> None:
+        checked = {path for path, _, _ in self.checks}
+        unchecked = [p for paths in self.shards.values() for p in paths if p not in checked]
+        if unchecked:  # a table is read only from shards found to be the files listed
+            raise ValueError(f"{self.output}: shards without a check: {unchecked[:3]}")
+
     def read_table(self, table: str, columns: list[str] | None = None) -> beam.PTransform:
         """A read of one of that run's tables (the shards it wrote), of `columns` or all."""
         return _ReadShards(self, table, columns)
