@@ -66,6 +66,29 @@ def test_open_run_reads_the_manifest_and_checks_the_shards(tmp_path: Path) -> No
     assert [os.path.basename(p) for p in run.shards["chunks"]] == ["part-00000-of-00001.parquet"]
 
 
+def test_a_shard_changed_in_place_fails_the_load_and_writes_nothing(tmp_path: Path) -> None:
+    """open_run lists the shards (sizes) and reads none; the load checks each shard's sha256
+    before it reads it, so a same-size change fails the load, naming the file."""
+    pytest.importorskip("lancedb", reason="pip install -e .[load]")
+    from transforms.stores import StoreSpec
+
+    out = write_run(str(tmp_path / "r"), [chunk("d", 0, "hello")], "r1", "r0", changes=[])
+    run = open_run(out)
+    (shard,) = run.shards["chunks"]
+    assert [c[0] for c in run.checks if "/chunks/" in c[0]] == [shard]
+    with open(shard, "rb") as f:
+        data = bytearray(f.read())
+    data[5] ^= 0xFF  # same size, other bytes: in the first page, not in the footer
+    with open(shard, "wb") as f:
+        f.write(bytes(data))
+    spec = StoreSpec(f"lancedb://{tmp_path / 'lancedb'}")
+    with pytest.raises(Exception, match=r"chunks/part-00000-of-00001\.parquet is not the file"):
+        _load(out, spec, "--full")
+    assert _rows_of_run(spec, "r1") == 0  # the table is made before the job; no row is in it
+    with pytest.raises(ValueError, match="without a check"):
+        _run().checked_shards(None, "chunks")  # type: ignore[arg-type]
+
+
 def test_open_run_refuses_what_is_not_a_loadable_run(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=rf"{tmp_path / 'missing'} has no run_manifest.json"):
         open_run(str(tmp_path / "missing"))

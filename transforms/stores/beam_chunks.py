@@ -182,10 +182,8 @@ class ReadBeamChunks(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         from transforms.stores.loading import open_run
 
-        shards = open_run(self.output).shards[CHUNKS]
         return (
-            pbegin
-            | "Chunk shards" >> beam.Create(shards)
+            open_run(self.output).checked_shards(pbegin, CHUNKS)
             | "Read chunk rows" >> beam.ParDo(_ReadChunkRows(self.batch_size))
             | "Rows to Beam chunks" >> ToBeamChunks(self.ids, self.parents)
         )

@@ -18,6 +18,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from runs.manifest import check_shard
 from runs.run_folder import RunFolder
 from schemas.columns import CHANGES, CHUNKS
 from transforms.stage_base import Counts
@@ -33,7 +34,8 @@ CHANGES_COLUMNS = ("chunks_added", "chunks_removed", "chunks_updated")  # what a
 
 @dataclass(frozen=True)
 class RunToLoad:
-    """A finished run folder, its manifest read and its shards checked against it."""
+    """A finished run folder, its manifest read and its shards listed (sizes checked); each
+    shard's sha256 is checked where the load runs, before it is read (`checked_shards`)."""
 
     output: str
     run_id: str
@@ -41,6 +43,24 @@ class RunToLoad:
     embedding_dim: int
     shards: dict[str, tuple[str, ...]]
     chunk_count: int = 0  # rows of chunks/ (chunk ids are unique in a run)
+    # (path, manifest entry, error) of each shard, for runs.manifest.check_shard
+    checks: tuple[tuple[str, dict, str], ...] = ()
+
+    def checked_shards(self, pbegin: beam.pvalue.PBegin, table: str) -> beam.PCollection:
+        """The paths of `table`'s shards, each found to be the file the manifest lists (size
+        and sha256, read once, spread over the workers) before anything reads it: the
+        launcher lists the run's shards and reads none. A changed one fails the load."""
+        checks = {c[0]: c for c in self.checks}
+        wanted = sorted(self.shards.get(table, ()))
+        unchecked = [path for path in wanted if path not in checks]
+        if unchecked:  # read only what was checked: never nothing, silently
+            raise ValueError(f"{self.output}: {table} shards without a check: {unchecked[:3]}")
+        return (
+            pbegin
+            | f"{table} shards" >> beam.Create([checks[path] for path in wanted])
+            | f"Spread {table} shards" >> beam.Reshuffle()
+            | f"Check {table} shards" >> beam.MapTuple(check_shard)
+        )
 
     @property
     def has_changes(self) -> bool:
@@ -59,7 +79,7 @@ def open_run(output: str) -> RunToLoad:
             f"{output} was built with --embedding_model=none: its chunks have no embeddings "
             "to load into a vector store; rebuild it with an embedding model"
         )
-    shards = folder.shards
+    shards = folder.listed_shards
     if CHUNKS not in shards:
         raise ValueError(f"{folder.label} lists no chunks/ shard: nothing to load")
     return RunToLoad(
@@ -69,6 +89,7 @@ def open_run(output: str) -> RunToLoad:
         embedding_dim=int(dim),
         shards=shards,
         chunk_count=sum(_row_count(path) for path in shards[CHUNKS]),
+        checks=folder.shard_checks(),
     )
 
 
@@ -296,19 +317,14 @@ class LoadChunks(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         run_id = self.run.run_id
-        shards = pbegin | "Chunk shards" >> beam.Create(self.run.shards[CHUNKS])
+        shards = self.run.checked_shards(pbegin, CHUNKS)
         read = _ReadRows(run_id, self.run.embedding_dim, self.batch_size)
         if self.mode == FULL:
             batches = shards | "Read chunks" >> beam.ParDo(read)
         else:
-            changes = (
-                pbegin
-                | "Changes shards" >> beam.Create(self.run.shards[CHANGES])
-                | "Read changes"
-                >> beam.ParDo(_ReadChanges(self.batch_size)).with_outputs(
-                    _ReadChanges.REMOVED, main="upsert"
-                )
-            )
+            changes = self.run.checked_shards(pbegin, CHANGES) | "Read changes" >> beam.ParDo(
+                _ReadChanges(self.batch_size)
+            ).with_outputs(_ReadChanges.REMOVED, main="upsert")
             # Filtered in Arrow as the shards are read: only the rows to write are converted.
             batches = shards | "Read listed chunks" >> beam.ParDo(
                 read, beam.pvalue.AsList(changes.upsert)
