@@ -8,6 +8,7 @@ runner that --runner names.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -27,9 +28,7 @@ from pipelines import live_progress as progress
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from runs.manifest import REPORT_FILES
-from runs.pointer import is_object_store, run_path
 from runs.run_folder import RunFolder, previous_output_folder
-from runs.staging import staging_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.account import Account, AccountInputs, run_manifest
 from transforms.boilerplate import RemoveBoilerplate
@@ -118,7 +117,9 @@ def build_pipeline(
     `dry_run`: only translate the job (DataflowRunner --dry_run): no data path is read, not
     even --previous_output's manifest, which stands in as a reusable run of this config;
     `commit`: how the run, once written, becomes --output's current run: the job's last step
-    (transforms/commit.py; None: nothing commits, as in the tests that build the graph only).
+    (transforms/commit.py; None: nothing commits: a dry run's translation, whose run id is
+    fixed when it is translated and so cannot serve as a template launched night after night,
+    and the tests that build the graph only).
     Boilerplate removal spreads the documents evenly over the workers (after its line counts),
     and chunking, context, counting and embedding fuse with it into one stage.
     """
@@ -152,6 +153,7 @@ def build_pipeline(
         config.budget, config.pricing_tokenizer
     )
     cached = _cached_vectors(p, config, previous, rebuild.other_rows)
+    other_writes: list[beam.PCollection] = []  # the commit waits for these too
     embedded = counted | "Embed chunks" >> Embed(
         config.embedding, config.embeds, cached, count_duplicates=config.estimate
     )
@@ -159,12 +161,16 @@ def build_pipeline(
         from transforms.embedding.embedding_cache import WriteCache, WriteCacheUse
 
         assert config.embedding.cache_key is not None
-        embedded.new_vectors | "Add to the embedding cache" >> WriteCache(
-            config.embedding_cache, config.embedding.cache_key, config.run_id
+        other_writes.append(
+            embedded.new_vectors
+            | "Add to the embedding cache"
+            >> WriteCache(config.embedding_cache, config.embedding.cache_key, config.run_id)
         )
         if embedded.reused_keys is not None:  # dates the entries it used, for compact-cache
-            embedded.reused_keys | "Record the cache's use" >> WriteCacheUse(
-                config.embedding_cache, config.embedding.cache_key, config.run_id
+            other_writes.append(
+                embedded.reused_keys
+                | "Record the cache's use"
+                >> WriteCacheUse(config.embedding_cache, config.embedding.cache_key, config.run_id)
             )
 
     chunks = merge("Chunks and parents", embedded.chunks, chunked.parents)
@@ -192,7 +198,7 @@ def build_pipeline(
     account = AccountInputs(events, chunks, rejects, written, read.earlier_runs)
     manifest = account | "Account" >> _account(config, write_to, previous)
     if commit is not None:
-        _ = manifest | "Commit the run" >> CommitRun(commit)
+        _ = manifest | "Commit the run" >> CommitRun(commit, tuple(other_writes))
     return JobOutputs(chunks, documents, rejects, manifest)
 
 
@@ -257,16 +263,6 @@ def prepare_output(output: str, overwrite: bool, previous_output: str | None = N
 
 def _real(path: str) -> str:
     return os.path.realpath(path) if "://" not in path else path.rstrip("/")
-
-
-def _unread_commit(config: JobConfig) -> Commit:
-    """The commit of a job that is only translated (--dry_run): where it would stage, found
-    without reading --output; CURRENT is read when the commit runs."""
-    if is_object_store(config.output):
-        staged = run_path(config.output, config.run_id)
-    else:
-        staged = staging_folder(config.output, config.run_id)
-    return Commit(config.output, staged, config.keep_runs, read_start=True)
 
 
 def _discard(output: RunFolder, staging: str) -> None:
@@ -392,7 +388,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     dry_run = bool(options.view_as(TestOptions).dry_run)
     if dry_run:
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, dry_run=True, commit=_unread_commit(config))
+        build_pipeline(pipeline, config, dry_run=True)
         return _run_with_progress(pipeline, options, config, quiet=True)
     check_patterns(config.inputs)  # each pattern listed up to its first file
     started = time.time()
@@ -433,7 +429,14 @@ def _run_with_progress(
     if not progress.is_local(options):
         result = pipeline.run()
         print(progress.remote_pointer(options, result), file=sys.stderr)
-        result.wait_until_finish()
+        try:
+            result.wait_until_finish()
+        except BaseException:
+            # the job would go on without this process, and commit the staged run that the
+            # launcher is about to discard: stop it first (a job that failed is left as it is)
+            with contextlib.suppress(Exception):
+                result.cancel()
+            raise
         return result
     estimator = progress.Estimator(
         files_matched=progress.matched_files(config.inputs), embeds=config.embeds

@@ -267,29 +267,25 @@ class RunFolder:
         """CURRENT as `staging_folder` read it (object stores; None elsewhere or before)."""
         return self._start
 
-    def commit(
-        self,
-        staged: str,
-        keep_runs: int,
-        start: pointers.Pointer | None,
-        read_start: bool = False,
-    ) -> list[str]:
-        """`swap_in` as the job's last step does it (transforms/commit.py): `start` is CURRENT
-        as the launcher read it (`read_start`: it did not, as for a translated-only job, and
-        CURRENT is read now). A retry of that step after the commit went through does nothing
-        (the run is already the current one). Returns what the retention did."""
-        run_id = staged.rstrip("/").rsplit("/", 1)[-1]
+    def commit(self, staged: str, keep_runs: int, start: pointers.Pointer | None) -> list[str]:
+        """`swap_in` as the job's last step does it (transforms/commit.py), with `start`, CURRENT
+        as the launcher read it at the run's start. A retry of that step after the commit went
+        through commits nothing again: on a local disk --output's manifest is already this
+        run's (a staged folder left beside it is deleted); on an object store CURRENT already
+        names this run (the retention is done again, which is safe to repeat). Returns what the
+        retention did."""
+        run_id = staged.rstrip("/").rsplit("/", 1)[-1].rsplit("-", 1)[-1]
         if self.on_object_store:
-            now = pointers.read_pointer(self.output, pointers.store_for(self.output))
+            store = pointers.store_for(self.output)
+            now = pointers.read_pointer(self.output, store)
             if now is not None and now.run_id == run_id:
-                return []
-            self._start = now if read_start else start
-        elif (
-            not FileSystems.exists(staged)
-            and self.has_manifest()
-            and staged.endswith(f"-{self.run_id}")
-        ):
-            return []  # renamed into place already
+                return [*pointers.remove_unkept(self.output, now), *self._remove_flat_run()]
+            self._start = start
+        elif self.has_manifest() and self.manifest.get("run_id") == run_id:
+            self.__dict__.pop("manifest", None)
+            if FileSystems.exists(staged):
+                staging.delete_folder(staged)
+            return []
         return self.swap_in(staged, keep_runs)
 
     def _remove_flat_run(self) -> list[str]:

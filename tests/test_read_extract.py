@@ -249,6 +249,14 @@ def test_earlier_runs_under_the_inputs_are_found_from_the_matched_files(tmp_path
     assert runs == [str(tmp_path / "out" / "n1")]
     assert under_earlier_run(str(tmp_path / "out" / "n1" / "chunks" / "x.parquet"), runs)
     assert not under_earlier_run(str(tmp_path / "out" / "n10" / "a.md"), runs)
+    # the lock file a run holds beside its folder is no corpus file, and no skip either
+    from transforms.ingest.matching import SkipFn, lock_beside
+
+    skip = SkipFn([str(tmp_path / "**")])
+    skip.setup()
+    assert list(skip.process((lock_beside(runs[0]), None), runs)) == []
+    inside = str(tmp_path / "out" / "n1" / "run_manifest.json")
+    assert [o.tag for o in skip.process((inside, None), runs)] == ["skipped"]
 
 
 def test_the_launcher_lists_a_pattern_only_up_to_its_first_file(tmp_path, monkeypatch):

@@ -33,29 +33,39 @@ class Commit:
     staged: str
     keep_runs: int
     start: Pointer | None = None  # CURRENT as the launcher read it (object stores)
-    # the launcher did not read CURRENT (a job only translated, as --dry_run's): read it at
-    # the commit, which then guards against a run that commits in the same moment only
-    read_start: bool = False
 
 
 class _CommitFn(beam.DoFn):
     def __init__(self, commit: Commit) -> None:
         self.commit = commit
 
-    def process(self, manifest_path: str) -> Iterator[str]:
+    def process(self, manifest_path: str, *written) -> Iterator[str]:
         c = self.commit
-        for line in RunFolder(c.output).commit(c.staged, c.keep_runs, c.start, c.read_start):
+        for line in RunFolder(c.output).commit(c.staged, c.keep_runs, c.start):
             logging.info("--output %s: %s", c.output, line)
         yield c.output
 
 
 class CommitRun(beam.PTransform):
     """The manifest's path (one element, written last) -> --output, once the run is its
-    current run."""
+    current run.
 
-    def __init__(self, commit: Commit) -> None:
+    `after`: the outputs of the job's other writes (the embedding cache's files), waited for
+    as side inputs, so that a job that fails in them has committed nothing. A Reshuffle
+    stands between the manifest's write and the commit: a retry of the commit (a worker lost
+    after the rename or CURRENT's write) runs the commit again, never the writes of the
+    report and manifest before it, which would recreate a staged folder of reports only or
+    change a committed manifest."""
+
+    def __init__(self, commit: Commit, after: tuple[beam.PCollection, ...] = ()) -> None:
         super().__init__()
         self.commit = commit
+        self.after = after
 
     def expand(self, manifest: beam.PCollection) -> beam.PCollection:
-        return manifest | "Commit" >> beam.ParDo(_CommitFn(self.commit))
+        waits = [beam.pvalue.AsList(p) for p in self.after]
+        return (
+            manifest
+            | "Written" >> beam.Reshuffle()
+            | "Commit" >> beam.ParDo(_CommitFn(self.commit), *waits)
+        )

@@ -80,16 +80,21 @@ class _ReadShards(beam.PTransform):
         )
 
 
+# {pipeline: {previous output: a weak reference to its checked shards}}: the pipeline holds the
+# PCollection, and nothing here holds the pipeline
 _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _checked_shards(pipeline: beam.Pipeline, previous: PreviousRun) -> beam.PCollection:
     """The paths of the previous run's shards, each checked once in `pipeline` (one step for
-    every read of its tables)."""
+    every read of its tables; `read_previous` makes it at the top of the graph)."""
     done = _CHECKED.setdefault(pipeline, {})
-    if previous.output not in done:
-        done[previous.output] = pipeline | "Check previous shards" >> _CheckShards(previous.checks)
-    return done[previous.output]
+    ref = done.get(previous.output)
+    checked = ref() if ref is not None else None
+    if checked is None:
+        checked = pipeline | "Check previous shards" >> _CheckShards(previous.checks)
+        done[previous.output] = weakref.ref(checked)
+    return checked
 
 
 class _CheckShards(beam.PTransform):
@@ -156,7 +161,9 @@ def stand_in_previous_run(
 
 def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTables:
     """The previous run's documents (doc_id, source, content_hash) and chunk rows (all
-    columns), each read once for every stage that needs them."""
+    columns), each read once for every stage that needs them. The check of the shards that
+    every read takes its paths from is made here, at the top of the graph."""
+    _checked_shards(pipeline, previous)
     documents = pipeline | "Read previous documents" >> previous.read_table(
         DOCUMENTS, ["doc_id", "source", "content_hash"]
     )
