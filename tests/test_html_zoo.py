@@ -211,3 +211,18 @@ def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
     assert "**Where’s the `->` Operator?**" in lines
     assert "Where’s the" not in [h for _, _, h in headings(text)]
     assert _violations("rust163-book-ch05-03-method-syntax.html.gz") == []
+
+
+def test_a_section_of_the_content_is_not_taken_for_its_container():
+    name = "cmake325-manual-cmake-generator-expressions.7-cut.html.gz"
+    text = html_to_markdown(_html(name)).text
+    # Before: trafilatura took <section id="primary-comparison-expressions"> (its id starts
+    # with "primary") for the page's content, readability's text of the whole page won, and
+    # its <pre> came out as plain lines, "# Non-group linking relationships..." a heading
+    lines = text.split("\n")
+    comment = "  # Non-group linking relationships, these are non-circular so far"
+    at = lines.index(comment)
+    assert lines[at - 6 : at - 4] == ["  ```", "  add_library(lib1A ...)"]
+    assert "Non-group linking relationships" not in " ".join(h for _, _, h in headings(text))
+    assert "### Primary Comparison Expressions" in lines
+    assert _violations(name) == []

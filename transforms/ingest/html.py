@@ -98,6 +98,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _sections_are_no_containers(tree)
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
@@ -282,6 +283,47 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
     """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
+
+
+_SLUG_SEPARATORS = re.compile(r"[^0-9a-z]+")
+
+
+def _is_section_of_content(element: HtmlElement) -> bool:
+    """Whether `element` is a section of the page: its id is the anchor of the heading it
+    opens with, as docutils writes it (``<section id="primary-comparison-expressions"><h3>
+    Primary Comparison Expressions</h3>``)."""
+    own = element.get("id")
+    heading = next((c for c in element if isinstance(c.tag, str) and c.tag in _HEADING_TAGS), None)
+    if not own or heading is None:
+        return False
+    slug = _SLUG_SEPARATORS.sub("-", _plain(heading.text_content()).lower()).strip("-")
+    return bool(slug) and own == slug
+
+
+def _sections_are_no_containers(tree: HtmlElement) -> None:
+    """Take from a section of the content the id that made trafilatura take it for the page's
+    content container.
+
+    trafilatura extracts the first element that one of its ``BODY_XPATH`` expressions finds,
+    in their order, and one of the first looks for an id starting with "primary" (a site's
+    ``div#primary``). Sphinx gives a section the id of its heading: on CMake's
+    cmake-generator-expressions(7), ``<section id="primary-comparison-expressions">`` (1,169
+    characters of 57,214) was extracted for the page, readability's text of the whole page
+    won over it, and readability had written three ``<pre>`` as plain lines, their ``#``
+    comments as headings (issue 25: 2 heading and 3 fence violations on the zoo's CMake
+    pages). A section whose id is its own heading's anchor loses that id, and trafilatura
+    finds the container it would have found without it (Sphinx's ``div[role=main]``).
+    """
+    for expr in _CONTAINER_XPATHS:
+        found = expr(tree)
+        while found and _is_section_of_content(found[0]):
+            section = found[0]
+            del section.attrib["id"]
+            found = expr(tree)
+            if found and found[0] is section:
+                break  # found by its class as well: left as trafilatura finds it
+        if found:
+            return  # the container trafilatura takes
 
 
 _NAVIGATION_LINKS_XPATH = XPath(
