@@ -226,3 +226,22 @@ def test_a_section_of_the_content_is_not_taken_for_its_container():
     assert "Non-group linking relationships" not in " ".join(h for _, _, h in headings(text))
     assert "### Primary Comparison Expressions" in lines
     assert _violations(name) == []
+
+
+def test_a_section_of_one_paragraph_keeps_its_links():
+    # Before: Django's "Generic views" lost its one paragraph as a link list, and trafilatura,
+    # left with next to nothing, dumped the whole page ("Previous topic", "Quick search")
+    name = "django32-topics-http-generic-views.html.gz"
+    assert html_to_markdown(_html(name)).text == (
+        "# Generic views\n\nSee Built-in class-based views API."
+    )
+    assert _violations(name) == []
+    # Before: "## See also" followed at once by "## GIT"
+    text = html_to_markdown(_html("git239-merge-base.html.gz")).text
+    assert "## See also\n\ngit-rev-list(1), git-show-branch(1), git-merge(1)\n\n## GIT" in text
+    assert _violations("git239-merge-base.html.gz") == []
+    # Before: mkdocstrings' `Page.canonical_url`, one sentence with two links, went
+    text = html_to_markdown(_html("mkdocs142-dev-guide-themes.html.gz")).text
+    at = text.index("##### `canonical_url: Optional[str]`  `class-attribute`\n")
+    assert text[at:].split("\n")[2].startswith("The full, canonical URL to the current page")
+    assert _violations("mkdocs142-dev-guide-themes.html.gz") == []

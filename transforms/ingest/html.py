@@ -102,6 +102,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
+    _section_paragraph_links_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
@@ -440,6 +441,55 @@ def _toctree_links_as_text(tree: HtmlElement) -> None:
     """
     for link in _TOCTREE_LINKS_XPATH(tree):
         link.drop_tag()
+
+
+_NAVIGATION_TAGS = frozenset({"nav", "aside", "header", "footer"})
+
+
+def _in_navigation(element: HtmlElement) -> bool:
+    return any(
+        a.tag in _NAVIGATION_TAGS or a.get("role") == "navigation"
+        for a in (element, *element.iterancestors())
+    )
+
+
+def _section_body(heading: HtmlElement) -> list[HtmlElement]:
+    """The elements after `heading` in its parent up to the next that holds a heading."""
+    body = []
+    for sibling in heading.itersiblings():
+        if not isinstance(sibling.tag, str):
+            continue
+        if sibling.tag in _HEADING_TAGS or next(sibling.iter(*_HEADING_TAGS), None) is not None:
+            break
+        body.append(sibling)
+    return body
+
+
+def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
+    """The links of a section that is one paragraph as their text.
+
+    To trafilatura's link-density test a short block that is mostly link text is navigation,
+    and a section of one such paragraph went: Django's page "Generic views" is its heading and
+    "See Built-in class-based views API." (whose extraction, then next to nothing, was
+    replaced by the whole page's text, its sidebar "Previous topic", "Next topic" and "Quick
+    search" included), git's "SEE ALSO" a list of three command links, an attribute of
+    mkdocstrings' `Page` one sentence with two (issue 25: 3 "navigation" and 3 "lost"
+    violations on the zoo). Under a heading, outside the page's navigation (``nav``,
+    ``aside``, ``header``, ``footer``, ``role="navigation"``), a paragraph that is all the
+    section holds is content. The job keeps no links: only their text is written.
+    """
+    for heading in list(tree.iter(*_HEADING_TAGS)):
+        if _in_navigation(heading):
+            continue
+        body = _section_body(heading)
+        paragraphs = [p for el in body for p in el.iter("p")]
+        text = [el for el in body if el.text_content().strip()]
+        if len(paragraphs) != 1 or len(text) != 1:
+            continue
+        if _plain(paragraphs[0].text_content()) != _plain(text[0].text_content()):
+            continue  # the section holds more than its paragraph
+        for link in list(paragraphs[0].iter("a")):
+            link.drop_tag()
 
 
 def _summaries_as_blocks(tree: HtmlElement) -> None:
