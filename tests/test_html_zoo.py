@@ -245,3 +245,13 @@ def test_a_section_of_one_paragraph_keeps_its_links():
     at = text.index("##### `canonical_url: Optional[str]`  `class-attribute`\n")
     assert text[at:].split("\n")[2].startswith("The full, canonical URL to the current page")
     assert _violations("mkdocs142-dev-guide-themes.html.gz") == []
+
+
+def test_a_short_section_keeps_its_links():
+    name = "commons-lang3-text-strtokenizer.html.gz"
+    text = html_to_markdown(_html(name)).text
+    # Before: "### nextToken" and "Deprecated." with no signature between: under 300 characters
+    # with a link on `String`, the signature went as a link list
+    assert "### nextToken\n\npublic String nextToken()\n\nDeprecated." in text
+    assert "### toString\n\npublic String toString()\n\nDeprecated." in text
+    assert _violations(name) == []
