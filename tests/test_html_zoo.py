@@ -255,3 +255,49 @@ def test_a_short_section_keeps_its_links():
     assert "### nextToken\n\npublic String nextToken()\n\nDeprecated." in text
     assert "### toString\n\npublic String toString()\n\nDeprecated." in text
     assert _violations(name) == []
+
+
+def test_doxygen_members_are_headed_sections_with_their_declarations():
+    name = "jsoncpp195-class-json-reader.html.gz"
+    extraction = html_to_markdown(_html(name))
+    text = extraction.text
+    # Before: no heading at all (an empty <div id="main-nav"> passed for the content
+    # container, so trafilatura's wild-text recovery ran), the page titled "◆ Char", every
+    # declaration a table: "| bool Json::Reader::parse | ( | const char * | *beginDoc*, |"
+    assert extraction.title == "Json::Reader Class Reference"
+    found = [h for _, _, h in headings(text)]
+    assert found[:3] == [
+        "Json::Reader Class Reference",
+        "Detailed Description",
+        "Member Typedef Documentation",
+    ]
+    assert "parse() [1/3]" in found and "good()" in found
+    parse = text.split("## parse() [1/3]\n\n", 1)[1]
+    assert parse.startswith(
+        "```\nbool Json::Reader::parse(const char * beginDoc,\nconst char * endDoc,\n"
+        "Value & root,\nbool collectComments = true)\n```\nRead a Value from a JSON document."
+    )
+    # a short member keeps "Definition at line 38 of file reader.h" (two short links)
+    char = text.split("## Char\n\n", 1)[1]
+    assert char.startswith("```\nusing Json::Reader::Char = char\n```\nDefinition at line 38")
+    # the summary: a label and a list, a member and its brief to an item
+    assert "**Public Member Functions**" in text.split("\n")
+    assert "- `bool good () const`: Return whether there are any errors." in text.split("\n")
+    assert "More..." not in text and "\u25c6" not in text
+    assert _violations(name) == []
+
+
+def test_doxygen_templates_and_operators():
+    text = html_to_markdown(_html("jsoncpp195-class-json-secure-allocator.html.gz")).text
+    construct = text.split("## construct()\n\n", 1)[1]
+    assert construct.startswith(
+        "```\ntemplate<typename T >\ntemplate<typename... Args>\n"
+        "void Json::SecureAllocator< T >::construct(pointer p,\nArgs &&... args) [inline]\n```"
+    )
+    assert _violations("jsoncpp195-class-json-secure-allocator.html.gz") == []
+    # Before: "## operator\\[\\]()": unescaped, "[]()" reads as an empty link
+    name = "jsoncpp195-class-json-char-reader-builder.html.gz"
+    text = html_to_markdown(_html(name)).text
+    assert "## operator[]()" in text.split("\n")
+    assert "operator[]()" in {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert _violations(name) == []

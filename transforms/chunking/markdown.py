@@ -139,7 +139,8 @@ def _heading_text(source: str, env: dict) -> str:
     """A heading as plain text: link targets, emphasis markers and HTML tags are not part of a
     path; a "tag" that names no HTML element, or an "autolink" that is no link, is text in
     angle brackets (Rust's ``downcast<T>`` and ``Option<Self::Item>``, git's
-    ``browser.<tool>.path``), and stays."""
+    ``browser.<tool>.path``), and stays. So does an empty link to nowhere, ``[]()``: C++'s
+    ``operator[]()`` (Doxygen's member headings), which would otherwise read "operator"."""
     md = _parser()
     parts = []
     children = md.inline.parse(source, md, env, [])
@@ -153,6 +154,13 @@ def _heading_text(source: str, env: dict) -> str:
             parts.append(child.markup)  # Rust's lifetime `impl<'_, T> ... Iter<'_, T>`
         elif child.markup == "autolink" and not _is_link(child.attrs.get("href", "")):
             parts.append("<" if child.type == "link_open" else ">")  # `Option<Self::Item>`
+        elif (
+            child.type == "link_open"
+            and not child.attrs.get("href")
+            and i + 1 < len(children)
+            and children[i + 1].type == "link_close"
+        ):
+            parts.append("[]()")  # `operator[]()`
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     plain = " ".join("".join(parts).split())

@@ -98,6 +98,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
@@ -284,6 +285,113 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
     """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
+
+
+def _has_class(element: HtmlElement, name: str) -> bool:
+    return name in (element.get("class") or "").split()
+
+
+_DOXYGEN_XPATH = XPath("//meta[@name='generator' and starts-with(@content, 'Doxygen')]")
+_SPACE_BEFORE = re.compile(r"\s+([),])")
+_SPACE_AFTER_PAREN = re.compile(r"\(\s+")
+_SPACE_BEFORE_PAREN = re.compile(r"(?<=[\w>\]])\s+\(")
+
+
+def _signature(text: str) -> str:
+    """A C++ declaration written in table cells as one line: ``bool Json::Reader::parse(const
+    char *beginDoc, bool collectComments = true) const``."""
+    line = _plain(text)
+    line = _SPACE_BEFORE.sub(r"\1", _SPACE_AFTER_PAREN.sub("(", line))
+    return _SPACE_BEFORE_PAREN.sub("(", line)
+
+
+# Doxygen's title of a page (the pages have no <title>)
+_DOXYGEN_TITLE_XPATH = XPath("//div[contains(@class, 'headertitle')]/div[@class='title']")
+
+
+def _doxygen_layout_as_text(tree: HtmlElement) -> None:
+    """Doxygen's layout tables as the text they lay out, its page title as the `<h1>`.
+
+    Doxygen writes a member's declaration as a table (``table.memname``: the return type and
+    name, "(", a parameter's type and name to a row, ")"), and trafilatura wrote it as one:
+    ``| bool Json::Reader::parse | ( | const char * | *beginDoc*, |``, the name walled off
+    from its parameters. It becomes a code block of the declaration's lines, a row to a line,
+    as its source writes them: ``bool Json::Reader::parse(const char * beginDoc,``, ``const
+    char * endDoc,``..., after its ``template<...>`` lines and with its labels
+    (``[static]``). The summaries of a class's members (``table.memberdecls``: a ``<h2>`` in
+    a row, then a row per member and a row of its brief) came out as tables headed "Public
+    Member Functions", half their cells empty: each becomes its heading's text as a label and
+    a list of the members, each with its brief (its "More..." link goes). The title
+    (``div.headertitle > div.title``, "Json::Reader Class Reference"; the pages have no
+    ``<title>``, and trafilatura titled them by their first member, "◆ Char") becomes the
+    `<h1>` it stands for, and the "◆" permalink before every member's heading goes.
+    """
+    if not _DOXYGEN_XPATH(tree):
+        return
+    for title in _DOXYGEN_TITLE_XPATH(tree):
+        title.tag = "h1"
+        title.attrib.clear()
+    for permalink in tree.xpath("//span[@class='permalink']"):
+        permalink.drop_tree()  # keeps its tail
+    for link in tree.xpath("//a[normalize-space()='More...']"):
+        link.drop_tree()
+    for proto in tree.xpath("//div[@class='memproto']"):
+        tables = [t for t in proto if t.tag == "table"]
+        if not tables:
+            continue
+        lines = [
+            _signature(row.text_content())
+            for table in proto.iter("table")
+            if _has_class(table, "memname")
+            for row in table.iter("tr")
+        ]
+        lines = [line for line in lines if line] or [_signature(tables[0].text_content())]
+        while len(lines) > 1 and lines[-1].startswith(")"):
+            lines[-2:] = [lines[-2] + lines[-1]]  # the closing row: ")" and its qualifiers
+        labels = [_plain(s.text_content()) for s in proto.iter("span") if _has_class(s, "mlabel")]
+        if labels:
+            lines[-1] += " " + " ".join(f"[{label}]" for label in labels)
+        templates = [d for d in proto if d.tag == "div" and _has_class(d, "memtemplate")]
+        lines[:0] = [_plain(d.text_content()) for d in templates]  # template<typename T>
+        for template in templates:
+            proto.remove(template)
+        block = proto.makeelement("pre", {})
+        block.text = "\n".join(lines) + "\n"
+        for table in tables[1:]:
+            proto.remove(table)
+        block.tail = tables[0].tail
+        proto.replace(tables[0], block)
+    for table in tree.xpath("//table[@class='memberdecls']"):
+        blocks: list[HtmlElement] = []
+        items: HtmlElement | None = None
+        for row in table.iter("tr"):
+            kind = (row.get("class") or "").split(":")[0]
+            if kind == "heading":
+                label = table.makeelement("p", {})
+                strong = label.makeelement("strong", {})
+                strong.text = _plain(row.text_content())
+                label.append(strong)
+                blocks.append(label)
+                items = None
+            elif kind == "memitem":
+                if items is None:
+                    items = table.makeelement("ul", {})
+                    blocks.append(items)
+                item = items.makeelement("li", {})
+                code = item.makeelement("code", {})
+                code.text = _plain(row.text_content())
+                item.append(code)
+                items.append(item)
+            elif kind == "memdesc" and items is not None and len(items):
+                brief = _plain(row.text_content())
+                if brief:
+                    items[-1][-1].tail = ": " + brief
+        if not blocks:
+            continue
+        parent = table.makeelement("div", {})
+        parent.extend(blocks)
+        parent.tail = table.tail
+        table.getparent().replace(table, parent)
 
 
 _SLUG_SEPARATORS = re.compile(r"[^0-9a-z]+")
@@ -815,9 +923,12 @@ def _wrap_body_in_main(tree: HtmlElement) -> bool:
     """Move all of ``<body>`` into one ``<main>`` if trafilatura would find no content container.
 
     See the module docstring: without a container, trafilatura's wild-text recovery drops
-    every heading. Returns whether the tree was changed.
+    every heading. An element without text is no container (trafilatura skips it too):
+    Doxygen's empty ``<div id="main-nav"></div>`` matched, and its pages came out without a
+    heading. Returns whether the tree was changed.
     """
-    if any(expr(tree) for expr in _CONTAINER_XPATHS):
+    found = (match[0] for expr in _CONTAINER_XPATHS if (match := expr(tree)))
+    if any(element.text_content().strip() for element in found):
         return False
     body = tree.find("body") if tree.tag == "html" else None
     if body is None:
