@@ -118,6 +118,9 @@ def test_without_escapes_in_a_heading_keeps_its_plain_text():
     )
     (section,) = markdown_sections(without_escapes("## a\\_b\\_c\n\ntext\n"))
     assert section.path == ("a_b_c",)
+    # an empty link to nowhere is text: C++'s operator[]() (Doxygen's member headings)
+    assert without_escapes("## operator\\[\\]() \\[1/9\\]") == "## operator[]() [1/9]"
+    assert [s.path for s in markdown_sections("## operator[]() [1/9]")] == [("operator[]() [1/9]",)]
 
 
 # Markdown made of what escapes and block starts are made of

@@ -211,3 +211,93 @@ def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
     assert "**Where’s the `->` Operator?**" in lines
     assert "Where’s the" not in [h for _, _, h in headings(text)]
     assert _violations("rust163-book-ch05-03-method-syntax.html.gz") == []
+
+
+def test_a_section_of_the_content_is_not_taken_for_its_container():
+    name = "cmake325-manual-cmake-generator-expressions.7-cut.html.gz"
+    text = html_to_markdown(_html(name)).text
+    # Before: trafilatura took <section id="primary-comparison-expressions"> (its id starts
+    # with "primary") for the page's content, readability's text of the whole page won, and
+    # its <pre> came out as plain lines, "# Non-group linking relationships..." a heading
+    lines = text.split("\n")
+    comment = "  # Non-group linking relationships, these are non-circular so far"
+    at = lines.index(comment)
+    assert lines[at - 6 : at - 4] == ["  ```", "  add_library(lib1A ...)"]
+    assert "Non-group linking relationships" not in " ".join(h for _, _, h in headings(text))
+    assert "### Primary Comparison Expressions" in lines
+    assert _violations(name) == []
+
+
+def test_a_section_of_one_paragraph_keeps_its_links():
+    # Before: Django's "Generic views" lost its one paragraph as a link list, and trafilatura,
+    # left with next to nothing, dumped the whole page ("Previous topic", "Quick search")
+    name = "django32-topics-http-generic-views.html.gz"
+    assert html_to_markdown(_html(name)).text == (
+        "# Generic views\n\nSee Built-in class-based views API."
+    )
+    assert _violations(name) == []
+    # Before: "## See also" followed at once by "## GIT"
+    text = html_to_markdown(_html("git239-merge-base.html.gz")).text
+    assert "## See also\n\ngit-rev-list(1), git-show-branch(1), git-merge(1)\n\n## GIT" in text
+    assert _violations("git239-merge-base.html.gz") == []
+    # Before: mkdocstrings' `Page.canonical_url`, one sentence with two links, went
+    text = html_to_markdown(_html("mkdocs142-dev-guide-themes.html.gz")).text
+    at = text.index("##### `canonical_url: Optional[str]`  `class-attribute`\n")
+    assert text[at:].split("\n")[2].startswith("The full, canonical URL to the current page")
+    assert _violations("mkdocs142-dev-guide-themes.html.gz") == []
+
+
+def test_a_short_section_keeps_its_links():
+    name = "commons-lang3-text-strtokenizer.html.gz"
+    text = html_to_markdown(_html(name)).text
+    # Before: "### nextToken" and "Deprecated." with no signature between: under 300 characters
+    # with a link on `String`, the signature went as a link list
+    assert "### nextToken\n\npublic String nextToken()\n\nDeprecated." in text
+    assert "### toString\n\npublic String toString()\n\nDeprecated." in text
+    assert _violations(name) == []
+
+
+def test_doxygen_members_are_headed_sections_with_their_declarations():
+    name = "jsoncpp195-class-json-reader.html.gz"
+    extraction = html_to_markdown(_html(name))
+    text = extraction.text
+    # Before: no heading at all (an empty <div id="main-nav"> passed for the content
+    # container, so trafilatura's wild-text recovery ran), the page titled "◆ Char", every
+    # declaration a table: "| bool Json::Reader::parse | ( | const char * | *beginDoc*, |"
+    assert extraction.title == "Json::Reader Class Reference"
+    found = [h for _, _, h in headings(text)]
+    assert found[:3] == [
+        "Json::Reader Class Reference",
+        "Detailed Description",
+        "Member Typedef Documentation",
+    ]
+    assert "parse() [1/3]" in found and "good()" in found
+    parse = text.split("## parse() [1/3]\n\n", 1)[1]
+    assert parse.startswith(
+        "```\nbool Json::Reader::parse(const char * beginDoc,\nconst char * endDoc,\n"
+        "Value & root,\nbool collectComments = true)\n```\nRead a Value from a JSON document."
+    )
+    # a short member keeps "Definition at line 38 of file reader.h" (two short links)
+    char = text.split("## Char\n\n", 1)[1]
+    assert char.startswith("```\nusing Json::Reader::Char = char\n```\nDefinition at line 38")
+    # the summary: a label and a list, a member and its brief to an item
+    assert "**Public Member Functions**" in text.split("\n")
+    assert "- `bool good () const`: Return whether there are any errors." in text.split("\n")
+    assert "More..." not in text and "\u25c6" not in text
+    assert _violations(name) == []
+
+
+def test_doxygen_templates_and_operators():
+    text = html_to_markdown(_html("jsoncpp195-class-json-secure-allocator.html.gz")).text
+    construct = text.split("## construct()\n\n", 1)[1]
+    assert construct.startswith(
+        "```\ntemplate<typename T >\ntemplate<typename... Args>\n"
+        "void Json::SecureAllocator< T >::construct(pointer p,\nArgs &&... args) [inline]\n```"
+    )
+    assert _violations("jsoncpp195-class-json-secure-allocator.html.gz") == []
+    # Before: "## operator\\[\\]()": unescaped, "[]()" reads as an empty link
+    name = "jsoncpp195-class-json-char-reader-builder.html.gz"
+    text = html_to_markdown(_html(name)).text
+    assert "## operator[]()" in text.split("\n")
+    assert "operator[]()" in {s.path[-1] for s in markdown_sections(text) if s.path}
+    assert _violations(name) == []

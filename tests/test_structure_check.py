@@ -160,3 +160,31 @@ def test_an_item_is_matched_without_its_emphasis_marks():
     typed = shape.format(*(f"*{n}*" for n in names))
     assert _kinds(html, f"{param}\n- Return type:\n: {typed}") == []
     assert _kinds(html, f"{param}\n- Return type: and {typed}") == ["list"]
+
+
+def test_doxygen_title_and_member_headings():
+    # Doxygen's pages have no <title>: their title is `div.headertitle > div.title`, which the
+    # job writes as the <h1>; a member's heading loses its "◆" permalink, as a headerlink does
+    html = (
+        "<html><body><div class='header'><div class='headertitle'><div class='title'>"
+        "Json::Reader Class Reference</div></div></div><div class='contents'>"
+        "<h2 class='memtitle'><span class='permalink'><a href='#a1'>\u25c6\u00a0</a></span>"
+        "good()</h2><p>Return whether there are any errors.</p></div></body></html>"
+    )
+    text = "# Json::Reader Class Reference\n\n## good()\n\nReturn whether there are any errors."
+    assert _kinds(html, text, "Json::Reader Class Reference") == []
+    assert _kinds(html, text.replace("## good()", "## bad()")) == ["heading"]
+
+
+def test_a_table_row_may_be_a_line_of_a_code_block():
+    # Doxygen's declaration, a parameter to a row of `table.memname`, is a code block of a
+    # parameter to a line; the summary's line holds the same words after the name
+    html = _page(
+        "<table class='memname'><tr><td>void construct</td><td>(</td><td>pointer</td>"
+        "<td>p,</td></tr><tr><td></td><td></td><td>Args &amp;&amp;...</td><td>args</td></tr>"
+        "<tr><td></td><td>)</td><td></td><td></td></tr></table>"
+    )
+    summary = "- `void construct (pointer p, Args &&... args)`: Construct an item."
+    code = "```\nvoid construct(pointer p,\nArgs &&... args)\n```"
+    assert _kinds(html, f"{summary}\n\n{code}") == []
+    assert _kinds(html, summary) == ["list"]

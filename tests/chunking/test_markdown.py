@@ -420,3 +420,26 @@ def test_only_blocks_that_are_comments_and_nothing_else_go() -> None:
         "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n"
     )
     assert without_html_comments("no comment\n") == "no comment\n"
+
+
+def test_a_bold_label_goes_with_the_block_after_it(cl100k) -> None:
+    # SQLite's lang_transaction.html: "**begin-stmt:**" and the statement's syntax after it; a
+    # heading inside a definition or a Doxygen summary's "**Public Member Functions**" the same
+    first = f"## Transaction\n\n{words(35)}"
+    label = "**begin-stmt:**"
+    block = f"BEGIN DEFERRED IMMEDIATE EXCLUSIVE TRANSACTION {words(40, 'v')}"
+    text = f"{first}\n\n{label}\n\n{block}\n"
+    chunker = MarkdownChunker(cl100k, 100)
+    assert cl100k.count(f"{first}\n\n{label}") <= 100  # the label fits after the first block
+    chunks = chunker.chunk(text)
+    check_invariants(cl100k, text, chunks, 100)
+    # before: the first chunk ended with the label, the block started the second
+    assert [text[c.start : c.end] for c in chunks] == [first, f"{label}\n\n{block}"]
+    # a label that fits with its block where it is stays where it is
+    short = f"{first}\n\n{label}\n\nBEGIN TRANSACTION\n"
+    assert len(chunker.chunk(short)) == 1
+    # a block too large for a chunk: the label shares its first piece, as a heading does
+    large = f"{first}\n\n{label}\n\n{words(200, 'v')}\n"
+    chunks = chunker.chunk(large)
+    check_invariants(cl100k, large, chunks, 100)
+    assert large[chunks[1].start :].startswith(f"{label}\n\nv0 v1")

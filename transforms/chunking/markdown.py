@@ -33,6 +33,11 @@ _LINE_BLOCKS = frozenset({"fence", "code_block", "table_open", "html_block"})
 # A MyST target, `(label)=` on its own line: a name for the heading under it (pip's docs open
 # most pages with one), so it starts that heading's section instead of ending the one before.
 _MYST_TARGETS = re.compile(r"(?:\([^()\s]+\)=[ \t]*(?:\r\n|\r|\n)?)+")
+# A bold label on a line of its own (`**Deprecated:**`, `**Public Member Functions**`, SQLite's
+# FAQ questions): the HTML extraction writes a heading inside a list item, definition or quote,
+# and a Doxygen summary's heading, so; it introduces the block after it. (A label over two
+# lines, as 11 of SQLite's 28 FAQ questions are, was tried: one tune question lost a rank.)
+_LABEL = re.compile(r"\*\*(?:(?!\*\*)[^\n])+\*\*:?[ \t]*")
 _LIST_BLOCKS = frozenset({"bullet_list_open", "ordered_list_open"})
 
 
@@ -45,6 +50,7 @@ class Block:
     fallback: str = PROSE
     heading: bool = False
     parts: tuple[tuple[int, int], ...] = ()
+    label: bool = False  # a bold label alone on its line: it goes with the block after it
 
 
 @dataclass
@@ -139,7 +145,8 @@ def _heading_text(source: str, env: dict) -> str:
     """A heading as plain text: link targets, emphasis markers and HTML tags are not part of a
     path; a "tag" that names no HTML element, or an "autolink" that is no link, is text in
     angle brackets (Rust's ``downcast<T>`` and ``Option<Self::Item>``, git's
-    ``browser.<tool>.path``), and stays."""
+    ``browser.<tool>.path``), and stays. So does an empty link to nowhere, ``[]()``: C++'s
+    ``operator[]()`` (Doxygen's member headings), which would otherwise read "operator"."""
     md = _parser()
     parts = []
     children = md.inline.parse(source, md, env, [])
@@ -153,6 +160,13 @@ def _heading_text(source: str, env: dict) -> str:
             parts.append(child.markup)  # Rust's lifetime `impl<'_, T> ... Iter<'_, T>`
         elif child.markup == "autolink" and not _is_link(child.attrs.get("href", "")):
             parts.append("<" if child.type == "link_open" else ">")  # `Option<Self::Item>`
+        elif (
+            child.type == "link_open"
+            and not child.attrs.get("href")
+            and i + 1 < len(children)
+            and children[i + 1].type == "link_close"
+        ):
+            parts.append("[]()")  # `operator[]()`
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     plain = " ".join("".join(parts).split())
@@ -274,7 +288,8 @@ def markdown_sections(text: str) -> list[Section]:
             sections[-1].blocks.append(Block(start, end, "list"))
         else:
             kind = LINES if tok.type in _LINE_BLOCKS else PROSE
-            sections[-1].blocks.append(Block(start, end, kind))
+            label = tok.type == "paragraph_open" and bool(_LABEL.fullmatch(text, start, end))
+            sections[-1].blocks.append(Block(start, end, kind, label=label))
     add_gap(len(text))
     sections = [d for s in sections for d in _definition_sections(text, s, env)]
     return [_with_item_ranges(text, s) for s in sections if s.blocks]
@@ -393,6 +408,10 @@ class MarkdownChunker(Chunker):
     - The heading starts its section's first chunk. When the first block is too large, the
       heading shares the first piece; when the first block fits alone but not after the
       heading, the heading is a chunk of its own rather than the block being cut.
+    - A bold label on a line of its own (``**Deprecated:**``, SQLite's FAQ questions) goes
+      with the block after it: a chunk that would end with it ends before it, and it starts
+      the next; where the block does not fit after it, the label shares the block's first
+      piece (unlike a heading, it never stands alone).
     """
 
     strategy = "markdown"
@@ -443,15 +462,28 @@ class MarkdownChunker(Chunker):
             if not carry:
                 close()
             path = merged if carry else section.path
+            # the open chunk's last unit when it is a label: its start, its end and the end
+            # of the chunk before it
+            label: tuple[int, int, int] | None = None
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
                     units = [Block(s, e, PROSE) for s, e in block.parts]
                 for unit in units:
                     if start >= 0 and self._fits(doc, start, unit.end):
+                        label = (unit.start, unit.end, end) if unit.label else None
                         end, bare_heading = unit.end, False
                         continue
-                    if self._fits(doc, unit.start, unit.end):
+                    labelled = label is not None
+                    if labelled:
+                        # no chunk ends with a label: it goes on with the block after it
+                        label_start, label_end, end = label
+                        close()
+                        start, end, bare_heading, label = label_start, label_end, True, None
+                        if self._fits(doc, start, unit.end):
+                            end, bare_heading = unit.end, False
+                            continue
+                    if self._fits(doc, unit.start, unit.end) and not labelled:
                         close()
                         start, end, bare_heading = unit.start, unit.end, unit.heading
                         continue

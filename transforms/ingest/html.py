@@ -98,9 +98,12 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     _drop_headerlinks(tree)
+    _doxygen_layout_as_text(tree)
+    _sections_are_no_containers(tree)
     _drop_navigation_lines(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
+    _section_paragraph_links_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
@@ -284,6 +287,154 @@ def _drop_headerlinks(tree: HtmlElement) -> None:
         anchor.drop_tree()
 
 
+def _has_class(element: HtmlElement, name: str) -> bool:
+    return name in (element.get("class") or "").split()
+
+
+_DOXYGEN_XPATH = XPath("//meta[@name='generator' and starts-with(@content, 'Doxygen')]")
+_SPACE_BEFORE = re.compile(r"\s+([),])")
+_SPACE_AFTER_PAREN = re.compile(r"\(\s+")
+_SPACE_BEFORE_PAREN = re.compile(r"(?<=[\w>\]])\s+\(")
+
+
+def _signature(text: str) -> str:
+    """A C++ declaration written in table cells as one line: ``bool Json::Reader::parse(const
+    char *beginDoc, bool collectComments = true) const``."""
+    line = _plain(text)
+    line = _SPACE_BEFORE.sub(r"\1", _SPACE_AFTER_PAREN.sub("(", line))
+    return _SPACE_BEFORE_PAREN.sub("(", line)
+
+
+# Doxygen's title of a page (the pages have no <title>)
+_DOXYGEN_TITLE_XPATH = XPath("//div[contains(@class, 'headertitle')]/div[@class='title']")
+
+
+def _doxygen_layout_as_text(tree: HtmlElement) -> None:
+    """Doxygen's layout tables as the text they lay out, its page title as the `<h1>`.
+
+    Doxygen writes a member's declaration as a table (``table.memname``: the return type and
+    name, "(", a parameter's type and name to a row, ")"), and trafilatura wrote it as one:
+    ``| bool Json::Reader::parse | ( | const char * | *beginDoc*, |``, the name walled off
+    from its parameters. It becomes a code block of the declaration's lines, a row to a line,
+    as its source writes them: ``bool Json::Reader::parse(const char * beginDoc,``, ``const
+    char * endDoc,``..., after its ``template<...>`` lines and with its labels
+    (``[static]``). The summaries of a class's members (``table.memberdecls``: a ``<h2>`` in
+    a row, then a row per member and a row of its brief) came out as tables headed "Public
+    Member Functions", half their cells empty: each becomes its heading's text as a label and
+    a list of the members, each with its brief (its "More..." link goes). The title
+    (``div.headertitle > div.title``, "Json::Reader Class Reference"; the pages have no
+    ``<title>``, and trafilatura titled them by their first member, "◆ Char") becomes the
+    `<h1>` it stands for, and the "◆" permalink before every member's heading goes.
+    """
+    if not _DOXYGEN_XPATH(tree):
+        return
+    for title in _DOXYGEN_TITLE_XPATH(tree):
+        title.tag = "h1"
+        title.attrib.clear()
+    for permalink in tree.xpath("//span[@class='permalink']"):
+        permalink.drop_tree()  # keeps its tail
+    for link in tree.xpath("//a[normalize-space()='More...']"):
+        link.drop_tree()
+    for proto in tree.xpath("//div[@class='memproto']"):
+        tables = [t for t in proto if t.tag == "table"]
+        if not tables:
+            continue
+        lines = [
+            _signature(row.text_content())
+            for table in proto.iter("table")
+            if _has_class(table, "memname")
+            for row in table.iter("tr")
+        ]
+        lines = [line for line in lines if line] or [_signature(tables[0].text_content())]
+        while len(lines) > 1 and lines[-1].startswith(")"):
+            lines[-2:] = [lines[-2] + lines[-1]]  # the closing row: ")" and its qualifiers
+        labels = [_plain(s.text_content()) for s in proto.iter("span") if _has_class(s, "mlabel")]
+        if labels:
+            lines[-1] += " " + " ".join(f"[{label}]" for label in labels)
+        templates = [d for d in proto if d.tag == "div" and _has_class(d, "memtemplate")]
+        lines[:0] = [_plain(d.text_content()) for d in templates]  # template<typename T>
+        for template in templates:
+            proto.remove(template)
+        block = proto.makeelement("pre", {})
+        block.text = "\n".join(lines) + "\n"
+        for table in tables[1:]:
+            proto.remove(table)
+        block.tail = tables[0].tail
+        proto.replace(tables[0], block)
+    for table in tree.xpath("//table[@class='memberdecls']"):
+        blocks: list[HtmlElement] = []
+        items: HtmlElement | None = None
+        for row in table.iter("tr"):
+            kind = (row.get("class") or "").split(":")[0]
+            if kind == "heading":
+                label = table.makeelement("p", {})
+                strong = label.makeelement("strong", {})
+                strong.text = _plain(row.text_content())
+                label.append(strong)
+                blocks.append(label)
+                items = None
+            elif kind == "memitem":
+                if items is None:
+                    items = table.makeelement("ul", {})
+                    blocks.append(items)
+                item = items.makeelement("li", {})
+                code = item.makeelement("code", {})
+                code.text = _plain(row.text_content())
+                item.append(code)
+                items.append(item)
+            elif kind == "memdesc" and items is not None and len(items):
+                brief = _plain(row.text_content())
+                if brief:
+                    items[-1][-1].tail = ": " + brief
+        if not blocks:
+            continue
+        parent = table.makeelement("div", {})
+        parent.extend(blocks)
+        parent.tail = table.tail
+        table.getparent().replace(table, parent)
+
+
+_SLUG_SEPARATORS = re.compile(r"[^0-9a-z]+")
+
+
+def _is_section_of_content(element: HtmlElement) -> bool:
+    """Whether `element` is a section of the page: its id is the anchor of the heading it
+    opens with, as docutils writes it (``<section id="primary-comparison-expressions"><h3>
+    Primary Comparison Expressions</h3>``)."""
+    own = element.get("id")
+    heading = next((c for c in element if isinstance(c.tag, str) and c.tag in _HEADING_TAGS), None)
+    if not own or heading is None:
+        return False
+    slug = _SLUG_SEPARATORS.sub("-", _plain(heading.text_content()).lower()).strip("-")
+    return bool(slug) and own == slug
+
+
+def _sections_are_no_containers(tree: HtmlElement) -> None:
+    """Take from a section of the content the id that made trafilatura take it for the page's
+    content container.
+
+    trafilatura extracts the first element that one of its ``BODY_XPATH`` expressions finds,
+    in their order, and one of the first looks for an id starting with "primary" (a site's
+    ``div#primary``). Sphinx gives a section the id of its heading: on CMake's
+    cmake-generator-expressions(7), ``<section id="primary-comparison-expressions">`` (1,169
+    characters of 57,214) was extracted for the page, readability's text of the whole page
+    won over it, and readability had written three ``<pre>`` as plain lines, their ``#``
+    comments as headings (issue 25: 2 heading and 3 fence violations on the zoo's CMake
+    pages). A section whose id is its own heading's anchor loses that id, and trafilatura
+    finds the container it would have found without it (Sphinx's ``div[role=main]``).
+    """
+    for expr in _CONTAINER_XPATHS:
+        found = expr(tree)
+        while found and _is_section_of_content(found[0]):
+            section = found[0]
+            del section.attrib["id"]
+            found = expr(tree)
+            if found and found[0] is section:
+                break  # found by its class as well: left as trafilatura finds it
+        if found:
+            return  # the container trafilatura takes
+
+
 _NAVIGATION_LINKS_XPATH = XPath(
     "//a[@rel='next' or @rel='prev' or @rel='previous' or @rel='up' or @rel='index']"
 )
@@ -398,6 +549,72 @@ def _toctree_links_as_text(tree: HtmlElement) -> None:
     """
     for link in _TOCTREE_LINKS_XPATH(tree):
         link.drop_tag()
+
+
+_NAVIGATION_TAGS = frozenset({"nav", "aside", "header", "footer"})
+
+
+def _in_navigation(element: HtmlElement) -> bool:
+    return any(
+        a.tag in _NAVIGATION_TAGS or a.get("role") == "navigation"
+        for a in (element, *element.iterancestors())
+    )
+
+
+def _section_body(heading: HtmlElement) -> list[HtmlElement]:
+    """The elements after `heading` in its parent up to the next that holds a heading."""
+    body = []
+    for sibling in heading.itersiblings():
+        if not isinstance(sibling.tag, str):
+            continue
+        if sibling.tag in _HEADING_TAGS or next(sibling.iter(*_HEADING_TAGS), None) is not None:
+            break
+        body.append(sibling)
+    return body
+
+
+# trafilatura's link-density test looks no further than this many characters into a block
+# that ends its parent (htmlprocessing.link_density_test: limitlen 300)
+SHORT_SECTION_CHARS = 300
+
+
+def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
+    """The links of a section that is one paragraph, or shorter than SHORT_SECTION_CHARS, as
+    their text.
+
+    To trafilatura's link-density test a short block that is mostly link text is navigation,
+    and a section of one such paragraph went: Django's page "Generic views" is its heading and
+    "See Built-in class-based views API." (whose extraction, then next to nothing, was
+    replaced by the whole page's text, its sidebar "Previous topic", "Next topic" and "Quick
+    search" included), git's "SEE ALSO" a list of three command links, an attribute of
+    mkdocstrings' `Page` one sentence with two (issue 25: 3 "navigation" and 3 "lost"
+    violations on the zoo). Under a heading, outside the page's navigation (``nav``,
+    ``aside``, ``header``, ``footer``, ``role="navigation"``), a paragraph that is all the
+    section holds is content. The job keeps no links: only their text is written.
+
+    So is a short section: Javadoc's signature of a method, ``public String nextToken()``
+    (a link on its type), went from sections of under 300 characters (it changes 16 of the
+    zoo's 40 Javadoc pages), and a Doxygen member's "Definition at line 38 of file reader.h"
+    (two short links) with it. Links to the page's own anchors stay links: a short section
+    of them is a table of contents (Sphinx's ``div.contents.local``), pruned as before.
+    """
+    for heading in list(tree.iter(*_HEADING_TAGS)):
+        if _in_navigation(heading):
+            continue
+        body = _section_body(heading)
+        if sum(len(_plain(el.text_content())) for el in body) < SHORT_SECTION_CHARS:
+            for link in [a for el in body for a in el.iter("a")]:
+                if not (link.get("href") or "").startswith("#"):
+                    link.drop_tag()  # not a table of the page's own contents
+            continue
+        paragraphs = [p for el in body for p in el.iter("p")]
+        text = [el for el in body if el.text_content().strip()]
+        if len(paragraphs) != 1 or len(text) != 1:
+            continue
+        if _plain(paragraphs[0].text_content()) != _plain(text[0].text_content()):
+            continue  # the section holds more than its paragraph
+        for link in list(paragraphs[0].iter("a")):
+            link.drop_tag()
 
 
 def _summaries_as_blocks(tree: HtmlElement) -> None:
@@ -706,9 +923,12 @@ def _wrap_body_in_main(tree: HtmlElement) -> bool:
     """Move all of ``<body>`` into one ``<main>`` if trafilatura would find no content container.
 
     See the module docstring: without a container, trafilatura's wild-text recovery drops
-    every heading. Returns whether the tree was changed.
+    every heading. An element without text is no container (trafilatura skips it too):
+    Doxygen's empty ``<div id="main-nav"></div>`` matched, and its pages came out without a
+    heading. Returns whether the tree was changed.
     """
-    if any(expr(tree) for expr in _CONTAINER_XPATHS):
+    found = (match[0] for expr in _CONTAINER_XPATHS if (match := expr(tree)))
+    if any(element.text_content().strip() for element in found):
         return False
     body = tree.find("body") if tree.tag == "html" else None
     if body is None:

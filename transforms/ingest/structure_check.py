@@ -3,8 +3,9 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
 
 `check_page(html, text, title)` returns the violations of one page, by kind:
 
-- ``heading``: a heading of the text that is no ``h1``-``h6`` (or ``role="heading"``) of the
-  page, or one that only a ``<pre>``, ``<code>`` or table of the page holds;
+- ``heading``: a heading of the text that is no ``h1``-``h6`` (or ``role="heading"``, or
+  Doxygen's page title ``div.headertitle > div.title``) of the page, or one that only a
+  ``<pre>``, ``<code>`` or table of the page holds;
 - ``fence``: a fence that does not stand alone on its line, or a ``<pre>`` whose text is in the
   document but not as a fenced block of the same text (whitespace aside);
 - ``list``: a list item, table row or definition-list entry glued to the text before it;
@@ -102,9 +103,9 @@ def _markdown_tokens(text: str) -> list:
     return _parser().parse(text)
 
 
-# what the job drops from a heading (transforms/ingest/html.py): permalink anchors, and rustdoc's
-# "Notable traits" tooltip
-_NOT_HEADING_TEXT = frozenset({"headerlink", "notable-traits"})
+# what the job drops from a heading (transforms/ingest/html.py): permalink anchors (Doxygen's
+# "◆" in a `span.permalink`), and rustdoc's "Notable traits" tooltip
+_NOT_HEADING_TEXT = frozenset({"headerlink", "notable-traits", "permalink"})
 
 
 def _heading_of(h: HtmlElement) -> str:
@@ -133,7 +134,9 @@ def _heading_of(h: HtmlElement) -> str:
 def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
     """Normalized texts of the page's headings, and those of its pre/code/table text."""
     headings = set()
-    for h in tree.xpath("//h1|//h2|//h3|//h4|//h5|//h6|//*[@role='heading']"):
+    # Doxygen's page title, `div.headertitle > div.title`, its pages having no <title>
+    marked = "//*[@role='heading']|//div[contains(@class, 'headertitle')]/div[@class='title']"
+    for h in tree.xpath(f"//h1|//h2|//h3|//h4|//h5|//h6|{marked}"):
         if any(a.tag in _NOT_HEADING_PARENTS for a in h.iterancestors()):
             continue
         headings.add(_heading_of(h))
@@ -259,9 +262,11 @@ def check_page(
     # an item's words are the page's text
     prose_text = "\n".join(line for _, line in prose).replace("*", "")
     # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
-    # in a list item written a row to a line), matched as the row's words
+    # in a list item written a row to a line), matched as the row's words; a line of a code
+    # block too (Doxygen's declaration, a table of a parameter to a row, is a code block of a
+    # parameter to a line)
     row_text = "\n".join(
-        " ".join(line.replace("|", " ").replace("*", "").split()) for _, line in prose
+        " ".join(line.replace("|", " ").replace("*", "").split()) for line in lines
     )
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
