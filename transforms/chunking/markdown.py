@@ -33,11 +33,12 @@ _LINE_BLOCKS = frozenset({"fence", "code_block", "table_open", "html_block"})
 # A MyST target, `(label)=` on its own line: a name for the heading under it (pip's docs open
 # most pages with one), so it starts that heading's section instead of ending the one before.
 _MYST_TARGETS = re.compile(r"(?:\([^()\s]+\)=[ \t]*(?:\r\n|\r|\n)?)+")
-# A bold label on a line of its own (`**Deprecated:**`, `**Public Member Functions**`, SQLite's
-# FAQ questions): the HTML extraction writes a heading inside a list item, definition or quote,
-# and a Doxygen summary's heading, so; it introduces the block after it. (A label over two
-# lines, as 11 of SQLite's 28 FAQ questions are, was tried: one tune question lost a rank.)
-_LABEL = re.compile(r"\*\*(?:(?!\*\*)[^\n])+\*\*:?[ \t]*")
+# A paragraph of bold text alone (`**Deprecated:**`, `**Public Member Functions**`, SQLite's
+# FAQ questions, whose HTML source wraps 11 of 28 over two lines): the HTML extraction writes a
+# heading inside a list item, definition or quote, and a Doxygen summary's heading, so; it
+# introduces the block after it. At the top level it heads the blocks up to the next label or
+# heading (`Section.fresh`, the label the last entry of the path).
+_LABEL = re.compile(r"\*\*(?:(?!\*\*)[^\n]|\n(?![ \t]*\n))+\*\*:?[ \t]*")
 _LIST_BLOCKS = frozenset({"bullet_list_open", "ordered_list_open"})
 
 
@@ -61,7 +62,8 @@ class Section:
     path: tuple[str, ...]
     blocks: list[Block] = field(default_factory=list)
     definition: Definition | None = None
-    fresh: bool = False  # starts a chunk: the first part of a definition cut in parts
+    # starts a chunk: the first part of a definition cut in parts, a label's unit
+    fresh: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -289,6 +291,9 @@ def markdown_sections(text: str) -> list[Section]:
         else:
             kind = LINES if tok.type in _LINE_BLOCKS else PROSE
             label = tok.type == "paragraph_open" and bool(_LABEL.fullmatch(text, start, end))
+            if label:  # a run-in heading: its blocks a unit, the label in their path
+                name = _heading_text(tokens[i + 1].content, env).rstrip(":").strip()
+                sections.append(Section((*(t for _, t in stack), name), fresh=True))
             sections[-1].blocks.append(Block(start, end, kind, label=label))
     add_gap(len(text))
     sections = [d for s in sections for d in _definition_sections(text, s, env)]
@@ -304,7 +309,7 @@ def _definition_sections(text: str, section: Section, env: dict) -> list[Section
     """`section` with each definition of its lists (`transforms.ingest.definitions`) a section of
     its own, the definition's term appended to the path; the blocks after a definition go on
     under the section's own path."""
-    out = [Section(section.path)]
+    out = [Section(section.path, fresh=section.fresh)]
     for block in section.blocks:
         found = definitions(text, block.start, block.end) if block.fallback == "list" else []
         if not found:
@@ -384,7 +389,7 @@ def _with_item_ranges(text: str, section: Section) -> Section:
             if e > s:
                 ranges.append((s, e))
         blocks.append(Block(b.start, b.end, PROSE, parts=tuple(ranges)))
-    return Section(section.path, blocks, section.definition)
+    return Section(section.path, blocks, section.definition, section.fresh)
 
 
 class MarkdownChunker(Chunker):
@@ -412,6 +417,11 @@ class MarkdownChunker(Chunker):
       with the block after it: a chunk that would end with it ends before it, and it starts
       the next; where the block does not fit after it, the label shares the block's first
       piece (unlike a heading, it never stands alone).
+    - A label at the top level (a paragraph of bold text alone: SQLite's FAQ questions,
+      Doxygen's "Public Member Functions") heads a unit, the blocks after it up to the next
+      label or heading: the unit starts a chunk, its chunks have the label as the last entry
+      of their path (so the header names the question every piece of its answer answers), and
+      a small tail of one unit does not go on into the next.
     """
 
     strategy = "markdown"
@@ -451,7 +461,12 @@ class MarkdownChunker(Chunker):
             common = common_prefix(path, section.path)
             # A small chunk (a title and its one-line purpose, a section's short tail) goes on
             # into the next section instead of standing alone without the substance.
-            carry = open_is_small() and self._can_carry(doc, start, section)
+            # (but not from one label's unit into the next: the tail keeps its own label)
+            carry = (
+                open_is_small()
+                and self._can_carry(doc, start, section)
+                and not (section.blocks[0].label and path != section.path[:-1])
+            )
             # a bare heading heads the section it joins: the chunk is that section's
             merged = section.path if carry and bare_heading else common or section.path
             if section.fresh and not carry:
@@ -465,6 +480,7 @@ class MarkdownChunker(Chunker):
             # the open chunk's last unit when it is a label: its start, its end and the end
             # of the chunk before it
             label: tuple[int, int, int] | None = None
+            opened_by_label = False  # the open chunk holds a label alone
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
@@ -472,10 +488,12 @@ class MarkdownChunker(Chunker):
                 for unit in units:
                     if start >= 0 and self._fits(doc, start, unit.end):
                         label = (unit.start, unit.end, end) if unit.label else None
-                        end, bare_heading = unit.end, False
+                        end, bare_heading, opened_by_label = unit.end, False, False
                         continue
-                    labelled = label is not None
-                    if labelled:
+                    labelled = label is not None or (opened_by_label and start >= 0)
+                    if opened_by_label and label is None:
+                        bare_heading = True  # the label shares the block's first piece
+                    elif labelled:
                         # no chunk ends with a label: it goes on with the block after it
                         label_start, label_end, end = label
                         close()
@@ -483,9 +501,11 @@ class MarkdownChunker(Chunker):
                         if self._fits(doc, start, unit.end):
                             end, bare_heading = unit.end, False
                             continue
+                    opened_by_label = False
                     if self._fits(doc, unit.start, unit.end) and not labelled:
                         close()
                         start, end, bare_heading = unit.start, unit.end, unit.heading
+                        opened_by_label = unit.label
                         continue
                     small_lead = bare_heading or open_is_small()
                     lead = (start, end) if start >= 0 and small_lead else None
