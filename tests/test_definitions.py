@@ -133,18 +133,3 @@ def test_a_term_of_two_lines_stays_one_term():
     text = definitions_as_units(marked)
     assert text == "- `WORK`\n  `TRANSACTION`\n: Optional key words.\n"
     assert [d.term for d in definitions(text)] == ["`WORK`"]
-
-
-def test_a_definition_starts_a_chunk_and_no_sibling_takes_its_term_from_the_path():
-    _, chunks = _chunks(LOGGING)
-    # Before: pending_warnings() (26 tokens) was packed after pending_logging() into one chunk
-    # whose path was their common prefix, ("Logging API",): no header named either
-    for name in ("pending_logging", "pending_warnings", "prefixed_warnings"):
-        term = f"sphinx.util.logging.{name}()[source]"
-        (chunk,) = [c for c in chunks if c.text.startswith(f"- sphinx.util.logging.{name}()")]
-        assert chunk.section_path == ("Logging API", term)
-        assert path_header(chunk).endswith(f"Logging API > {term}")
-    # a bare heading goes on into the definition after it, under the definition's path
-    first = chunks[0]
-    assert first.text.startswith("# Logging API\n\n- sphinx.util.logging.getLogger(")
-    assert first.section_path == ("Logging API", "sphinx.util.logging.getLogger(name)[source]")

@@ -62,7 +62,8 @@ class Section:
     path: tuple[str, ...]
     blocks: list[Block] = field(default_factory=list)
     definition: Definition | None = None
-    fresh: bool = False  # starts a chunk: a definition, a label's unit
+    # starts a chunk: the first part of a definition cut in parts, a label's unit
+    fresh: bool = False
 
 
 @functools.lru_cache(maxsize=1)
@@ -350,9 +351,7 @@ def definition_terms(text: str) -> set[str]:
 
 
 def _definition_section(text: str, d: Definition, path: tuple[str, ...], env: dict) -> Section:
-    """A definition as a section that starts a chunk: merged with a sibling, its term would
-    leave the chunk's path (the common prefix), and the header would not name it."""
-    return Section((*path, definition_term(d, env)), [Block(d.start, d.end)], d, fresh=True)
+    return Section((*path, definition_term(d, env)), [Block(d.start, d.end)], d)
 
 
 def definition_parts(text: str, section: Section) -> list[Section]:
@@ -411,11 +410,6 @@ class MarkdownChunker(Chunker):
       The chunk's path is the common prefix, else (or for a bare heading) the next section's.
       It stays alone only where joining would cut a block that fits whole. The document's
       small last chunk joins the chunk before it when that has room.
-    - A definition (a term and its description, `transforms.ingest.definitions`) starts a
-      chunk: merged into the chunk before it, its term would leave that chunk's path (the
-      common prefix), and no header would name it (click's `Group.add_command`, attrs'
-      exceptions); a small chunk does not go on into it either, but for a bare heading, which
-      takes the definition's path. Text after it may join it.
     - The heading starts its section's first chunk. When the first block is too large, the
       heading shares the first piece; when the first block fits alone but not after the
       heading, the heading is a chunk of its own rather than the block being cut.
@@ -467,12 +461,9 @@ class MarkdownChunker(Chunker):
             common = common_prefix(path, section.path)
             # A small chunk (a title and its one-line purpose, a section's short tail) goes on
             # into the next section instead of standing alone without the substance.
-            # (but not into a definition, whose chunk would lose its term from the path, unless
-            # it is a bare heading, which takes the definition's path; nor from one label's unit
-            # into the next: the tail keeps its own label)
+            # (but not from one label's unit into the next: the tail keeps its own label)
             carry = (
                 open_is_small()
-                and (section.definition is None or bare_heading)
                 and self._can_carry(doc, start, section)
                 and not (section.blocks[0].label and path != section.path[:-1])
             )
