@@ -133,3 +133,16 @@ def test_a_term_of_two_lines_stays_one_term():
     text = definitions_as_units(marked)
     assert text == "- `WORK`\n  `TRANSACTION`\n: Optional key words.\n"
     assert [d.term for d in definitions(text)] == ["`WORK`"]
+
+
+def test_a_chunk_of_sibling_definitions_names_them_in_its_path():
+    # Two small sibling definitions share a chunk: its path was their common prefix,
+    # ("Logging API",), so no header named them (issue 25); now it lists their terms.
+    _, chunks = _chunks(LOGGING)
+    (chunk,) = [c for c in chunks if c.text.startswith("- sphinx.util.logging.pending_logging(")]
+    assert "- sphinx.util.logging.pending_warnings()" in chunk.text
+    pending = "sphinx.util.logging.pending_logging()[source], " + (
+        "sphinx.util.logging.pending_warnings()[source]"
+    )
+    assert chunk.section_path == ("Logging API", pending)
+    assert path_header(chunk) == f"{LOGGING}.html > Logging API > {pending}"

@@ -250,7 +250,8 @@ def test_a_single_overlong_line_of_code_is_still_cut(cl100k) -> None:
 def test_small_sibling_sections_are_merged(cl100k) -> None:
     text = "# A\n\nintro\n\n## B\n\nbee\n\n### C\n\nsee\n\n## D\n\ndee\n"
     chunks = MarkdownChunker(cl100k, 512).chunk(text)
-    assert [(c.start, c.end, c.section_path) for c in chunks] == [(0, len(text) - 1, ("A",))]
+    # the path is their common prefix, then the merged siblings' headings (issue 25)
+    assert [(c.start, c.end, c.section_path) for c in chunks] == [(0, len(text) - 1, ("A", "B, D"))]
 
 
 def test_merged_path_is_the_common_prefix(cl100k) -> None:
@@ -259,12 +260,14 @@ def test_merged_path_is_the_common_prefix(cl100k) -> None:
     size = cl100k.count(b_and_subsections) + 2
     chunks = MarkdownChunker(cl100k, size).chunk(text)
     check_invariants(cl100k, text, chunks, size)
-    # B, C and E share a chunk under their common prefix; D does not fit beside them.
-    assert [c.section_path for c in chunks] == [("A",), ("A", "B"), ("A", "D")]
+    # B, C and E share a chunk under their common prefix, which names C and E; D does not
+    # fit beside them.
+    assert [c.section_path for c in chunks] == [("A",), ("A", "B", "C, E"), ("A", "D")]
     assert text[chunks[1].start : chunks[1].end] == b_and_subsections
-    # With room for D too, the chunk's path shrinks to what B, C, E and D have in common.
+    # With room for D too, the chunk's path shrinks to what B, C, E and D have in common,
+    # then names the siblings under it.
     chunks = MarkdownChunker(cl100k, size + 10).chunk(text)
-    assert [c.section_path for c in chunks] == [("A",), ("A",)]
+    assert [c.section_path for c in chunks] == [("A",), ("A", "B, D")]
     assert text[chunks[1].start : chunks[1].end] == b_and_subsections + "\n\n## D\n\ndee"
 
 
@@ -283,7 +286,11 @@ def test_no_tiny_chunks_when_sections_fit_together(cl100k) -> None:
     check_invariants(cl100k, text, chunks, size)
     # Each chunk is full up to less than one section (about 20 tokens) short of the budget.
     assert all(c.token_count > size - 25 for c in chunks[:-1])
-    assert all(c.section_path == ("Doc",) for c in chunks[1:])
+    for chunk in chunks[1:]:  # under "Doc", then the sections the chunk holds
+        doc, names = chunk.section_path
+        assert doc == "Doc" and all(
+            text.index(f"## {n}\n") >= chunk.start for n in names.split(", ")
+        )
 
 
 # --- unmapped text ------------------------------------------------------------------------------

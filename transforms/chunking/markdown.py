@@ -392,6 +392,25 @@ def _with_item_ranges(text: str, section: Section) -> Section:
     return Section(section.path, blocks, section.definition, section.fresh)
 
 
+SIBLING_JOINER = ", "
+
+
+def sibling_path(path: tuple[str, ...], members: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """`path`, the common prefix of a chunk's sections, and when the chunk holds several
+    sections below it (merged siblings: methods, exception classes), their headings at the
+    next level, joined: ("API", "Group.add_command, Group.add_group"). Else `path` as is."""
+    depth = len(path)
+    names: list[str] = []
+    for member in members:
+        if len(member) > depth and member[:depth] == path:
+            name = member[depth]
+            if name not in names:
+                names.append(name)
+    if len(names) < 2:
+        return path
+    return (*path, SIBLING_JOINER.join(names))
+
+
 class MarkdownChunker(Chunker):
     """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
 
@@ -439,12 +458,17 @@ class MarkdownChunker(Chunker):
         path: tuple[str, ...] = ()
         bare_heading = False
         small = self.small_chunk_tokens
+        # the section paths of the open chunk's sections (several when siblings were merged),
+        # and the path of the section being read
+        members: list[tuple[str, ...]] = []
+        current: tuple[str, ...] = ()
 
         def close() -> None:
-            nonlocal start
+            nonlocal start, members
             if start >= 0:
-                out.append(self._span(doc, start, end, path))
+                out.append(self._span(doc, start, end, sibling_path(path, members)))
             start = -1
+            members = [current]
 
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
@@ -473,9 +497,13 @@ class MarkdownChunker(Chunker):
                 common = ()  # a definition too large: its first piece starts a chunk
             if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
                 end, path, bare_heading = sec_end, merged, False
+                members.append(section.path)
                 continue
             if not carry:
                 close()
+                members = []
+            members.append(section.path)
+            current = section.path
             path = merged if carry else section.path
             # the open chunk's last unit when it is a label: its start, its end and the end
             # of the chunk before it
@@ -513,7 +541,11 @@ class MarkdownChunker(Chunker):
                         close()
                     start = -1
                     pieces = self._pieces(doc, lines, unit, lead)
-                    out.extend(self._span(doc, s, e, path) for s, e in pieces[:-1])
+                    for i, (s, e) in enumerate(pieces[:-1]):
+                        named = sibling_path(path, members) if i == 0 else path
+                        out.append(self._span(doc, s, e, named))
+                    if len(pieces) > 1:
+                        members = [current]
                     (start, end), bare_heading = pieces[-1], False
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
