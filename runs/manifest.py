@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, TABLES
@@ -165,32 +166,30 @@ def verified_shards(
 ) -> dict[str, tuple[str, ...]]:
     """The table shards `files` (a manifest's file list) names, each checked to be the file
     that run wrote (size and sha256; with `read_files` False, the size from a listing only,
-    and the sha256 is left to `check_shard` where the job runs); a shard added since is
+    and the sha256 is left to `CheckShards` where the job runs); a shard added since is
     ignored, with a warning. Every name must be a shard of the run's tables or a report file
     inside `folder`. `label` names the run folder in messages and `advice` says what to do
     about a changed shard."""
     for name, entry in files.items():
         _check_listed(name, entry, label)
     listed = {name: entry for name, entry in files.items() if name.endswith(".parquet")}
+    # one listing of each table folder: the sizes, and the files the run did not write
+    sizes = _listed_sizes(folder, {name.split("/", 1)[0] for name in listed} | _CHECKED_TABLES)
     if read_files:
         found = file_inventory(folder, [FileSystems.join(folder, name) for name in listed])
-        for name, entry in listed.items():
-            if found[name] != {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}:
-                raise ValueError(changed_shard(label, name, advice))
+        changed = [name for name, entry in listed.items() if found[name] != expected_entry(entry)]
     else:
-        sizes = _listed_sizes(folder, {name.split("/", 1)[0] for name in listed})
-        for name, entry in listed.items():
-            if sizes.get(name) != entry.get("bytes"):
-                raise ValueError(changed_shard(label, name, advice))
+        changed = [name for name, entry in listed.items() if sizes.get(name) != entry.get("bytes")]
+    if changed:
+        raise ValueError(changed_shard(label, changed[0], advice))
     shards: dict[str, list[str]] = {}
     for name in sorted(listed):
         shards.setdefault(name.split("/", 1)[0], []).append(FileSystems.join(folder, name))
-    for table in (CHUNKS, DOCUMENTS, REJECTS):
-        pattern = FileSystems.join(folder, table, "*.parquet")
+    for table in sorted(_CHECKED_TABLES):
         extra = [
-            m.path
-            for m in FileSystems.match([pattern])[0].metadata_list
-            if m.path not in shards.get(table, [])
+            FileSystems.join(folder, name)
+            for name in sorted(sizes)
+            if name.split("/", 1)[0] == table and name not in listed
         ]
         if extra:
             logging.warning(
@@ -201,6 +200,15 @@ def verified_shards(
                 extra[0],
             )
     return {table: tuple(paths) for table, paths in shards.items()}
+
+
+# the tables whose folders are searched for files that the run did not write
+_CHECKED_TABLES = frozenset({CHUNKS, DOCUMENTS, REJECTS})
+
+
+def expected_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """What a file must be to be the one a manifest entry lists: {bytes, sha256}."""
+    return {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")}
 
 
 def changed_shard(label: str, name: str, advice: str) -> str:
@@ -224,7 +232,32 @@ def _listed_sizes(folder: str, tables: Iterable[str]) -> dict[str, int]:
 
 def check_shard(path: str, expected: dict[str, Any], message: str) -> str:
     """`path` itself when its size and sha256 are `expected`'s, else ValueError(`message`):
-    a previous run's shard, read where the job runs (the launcher lists, never reads)."""
-    if file_entry(path) != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
+    a shard read where the job runs (the launcher lists, never reads)."""
+    if file_entry(path) != expected_entry(expected):
         raise ValueError(message)
     return path
+
+
+class CheckShards(beam.PTransform):
+    """PBegin -> the paths of a run's shards `paths`, each once found to be the file its
+    manifest lists (`checks`: RunFolder.shard_checks; size and sha256, each shard read once,
+    spread over the workers), before anything reads it. A changed shard fails the job, naming
+    it; a path without a check is refused when the job is built (read only what was
+    checked: never nothing, silently)."""
+
+    def __init__(self, checks: Iterable[tuple[str, dict, str]], paths: Iterable[str]) -> None:
+        super().__init__()
+        by_path = {check[0]: check for check in checks}
+        wanted = sorted(set(paths))
+        unchecked = [path for path in wanted if path not in by_path]
+        if unchecked:
+            raise ValueError(f"shards without a check: {unchecked[:3]}")
+        self.checks = [by_path[path] for path in wanted]
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Shards" >> beam.Create(self.checks)
+            | "Spread" >> beam.Reshuffle()
+            | "Hash and compare" >> beam.MapTuple(check_shard)
+        )

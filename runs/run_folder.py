@@ -149,11 +149,11 @@ class RunFolder:
 
     def shard_checks(self) -> tuple[tuple[str, dict[str, Any], str], ...]:
         """(path, its manifest entry, the error if it is not that file) of every shard the
-        manifest lists, for manifests.check_shard."""
+        manifest lists, for manifests.CheckShards."""
         return tuple(
             (
                 self.join(name),
-                {"bytes": entry.get("bytes"), "sha256": entry.get("sha256")},
+                manifests.expected_entry(entry),
                 manifests.changed_shard(self.label, name, self.advice),
             )
             for name, entry in sorted(self.manifest["files"].items())

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.io.parquetio import ReadAllFromParquet
 
-from runs.manifest import check_shard
+from runs.manifest import CheckShards
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
@@ -63,7 +63,7 @@ class PreviousRun:
 
 
 class _ReadShards(beam.PTransform):
-    """One table of the previous run: its shards once `_CheckShards` has found each to be the
+    """One table of the previous run: its shards once `CheckShards` has found each to be the
     file the manifest lists, so that no row of a changed shard reaches this run."""
 
     def __init__(self, previous: PreviousRun, table: str, columns: list[str] | None) -> None:
@@ -92,27 +92,10 @@ def _checked_shards(pipeline: beam.Pipeline, previous: PreviousRun) -> beam.PCol
     ref = done.get(previous.output)
     checked = ref() if ref is not None else None
     if checked is None:
-        checked = pipeline | "Check previous shards" >> _CheckShards(previous.checks)
+        paths = [path for table in previous.shards.values() for path in table]
+        checked = pipeline | "Check previous shards" >> CheckShards(previous.checks, paths)
         done[previous.output] = weakref.ref(checked)
     return checked
-
-
-class _CheckShards(beam.PTransform):
-    """Fail the job, naming the file, when a shard of the previous run is not the file its
-    manifest lists (size and sha256). Each shard is read once, spread over the workers: the
-    launcher lists the shards and reads none, and a failed job commits nothing."""
-
-    def __init__(self, checks: tuple[tuple[str, dict, str], ...]) -> None:
-        super().__init__()
-        self.checks = checks
-
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return (
-            pbegin
-            | "Shards" >> beam.Create(self.checks)
-            | "Spread" >> beam.Reshuffle()
-            | "Hash and compare" >> beam.MapTuple(check_shard)
-        )
 
 
 def load_previous_run(output: str) -> PreviousRun:

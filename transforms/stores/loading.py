@@ -18,7 +18,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from runs.manifest import check_shard
+from runs.manifest import CheckShards
 from runs.run_folder import RunFolder
 from schemas.columns import CHANGES, CHUNKS
 from transforms.stage_base import Counts
@@ -43,24 +43,19 @@ class RunToLoad:
     embedding_dim: int
     shards: dict[str, tuple[str, ...]]
     chunk_count: int = 0  # rows of chunks/ (chunk ids are unique in a run)
-    # (path, manifest entry, error) of each shard, for runs.manifest.check_shard
+    # (path, manifest entry, error) of each shard, for runs.manifest.CheckShards
     checks: tuple[tuple[str, dict, str], ...] = ()
 
     def checked_shards(self, pbegin: beam.pvalue.PBegin, table: str) -> beam.PCollection:
-        """The paths of `table`'s shards, each found to be the file the manifest lists (size
-        and sha256, read once, spread over the workers) before anything reads it: the
-        launcher lists the run's shards and reads none. A changed one fails the load."""
-        checks = {c[0]: c for c in self.checks}
-        wanted = sorted(self.shards.get(table, ()))
-        unchecked = [path for path in wanted if path not in checks]
-        if unchecked:  # read only what was checked: never nothing, silently
-            raise ValueError(f"{self.output}: {table} shards without a check: {unchecked[:3]}")
-        return (
-            pbegin
-            | f"{table} shards" >> beam.Create([checks[path] for path in wanted])
-            | f"Spread {table} shards" >> beam.Reshuffle()
-            | f"Check {table} shards" >> beam.MapTuple(check_shard)
-        )
+        """The paths of `table`'s shards, each found to be the file the manifest lists before
+        anything reads it (runs.manifest.CheckShards): the launcher lists the run's shards and
+        reads none. A changed one fails the load."""
+        paths = self.shards.get(table, ())
+        try:
+            check = CheckShards(self.checks, paths)
+        except ValueError as e:
+            raise ValueError(f"{self.output}: {table} {e}") from None
+        return pbegin | f"Check {table} shards" >> check
 
     @property
     def has_changes(self) -> bool:
