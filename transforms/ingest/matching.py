@@ -200,20 +200,16 @@ class SkipFn(Counts, beam.DoFn):
         # where a symlink may lead: into the real folder of any wildcard pattern
         self.symlinks = SymlinkPolicy(self.patterns)
 
-    def _locks_beside(self, runs: Sequence[str]) -> set[str]:
-        """The lock files beside earlier runs' folders (no corpus files), made once per list."""
-        key = tuple(runs)
-        if getattr(self, "_runs_key", None) != key:
-            self._runs_key, self._run_locks = key, {lock_beside(r) for r in runs}
-        return self._run_locks
-
     def _outside_roots(self, path: str) -> bool:
         return os.path.islink(path) and not self.symlinks.allows(path)
 
     def process(self, element: tuple, runs: Sequence[str] = ()) -> Iterator[tuple]:
         """`runs`: the folders of earlier runs among the matched files (earlier_runs)."""
         path, metadata = element
-        if path in self.locks or (runs and path in self._locks_beside(runs)):
+        if path in self.locks or (
+            # the lock a run holds beside its folder: no corpus file, and no skip
+            runs and path.endswith(".lock") and any(path == lock_beside(r) for r in runs)
+        ):
             return
         if path.startswith(self.exclude) or (runs and under_earlier_run(path, runs)):
             if path.rsplit("/", 1)[-1] == OUTPUT_LOCK_NAME:
