@@ -56,7 +56,7 @@ class _WriteManifest(beam.DoFn):
         self,
         report: CostReport,
         hashed_files: list[tuple[str, dict[str, Any]]],
-        earlier_runs: Sequence[str] = (),
+        earlier_runs: list[str],
     ) -> Iterator[str]:
         manifest = dict(self.manifest)
         # run folders the inputs matched, not read (found where the job lists its inputs)
@@ -120,7 +120,7 @@ class AccountInputs(NamedTuple):
     chunks: beam.PCollection  # Chunk: every chunk the run writes (parents included)
     rejects: beam.PCollection  # Reject: every reject of the run
     written: beam.PCollection  # str: the data files written
-    earlier_runs: beam.PCollection | None = None  # str: earlier runs' folders the inputs matched
+    earlier_runs: beam.PCollection  # str: earlier runs' folders the inputs matched
 
 
 class Account(beam.PTransform):
@@ -170,11 +170,8 @@ class Account(beam.PTransform):
             | "Spread files to hash" >> beam.Reshuffle()
             | "Hash files" >> beam.Map(_hashed).with_output_types(tuple[str, dict[str, Any]])
         )
-        earlier = inputs.earlier_runs
-        if earlier is None:
-            earlier = inputs.written.pipeline | "No earlier runs" >> beam.Create([])
         return report | "Write manifest" >> beam.ParDo(
             _WriteManifest(self.output, self.manifest),
             beam.pvalue.AsList(hashed),
-            beam.pvalue.AsList(earlier),
+            beam.pvalue.AsList(inputs.earlier_runs),
         )
