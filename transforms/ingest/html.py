@@ -628,7 +628,7 @@ def _summaries_as_blocks(tree: HtmlElement) -> None:
     ``hideme`` summary, only a toggle's label, goes.
     """
     for summary in list(tree.iter("summary")):
-        if "hideme" in (summary.get("class") or "").split():
+        if _has_class(summary, "hideme"):
             summary.drop_tree()  # keeps its tail
             continue
         summary.tag = "div"
@@ -735,7 +735,7 @@ def _div_grids_as_tables(tree: HtmlElement) -> None:
     for grid in list(tree.iter("div")):
         cells = [c for c in grid if isinstance(c.tag, str)]
         width = 0
-        while width < len(cells) and "table-header" in (cells[width].get("class") or "").split():
+        while width < len(cells) and _has_class(cells[width], "table-header"):
             width += 1
         if width < 2 or len(cells) % width or any(c.tag != "div" for c in cells):
             continue
