@@ -31,9 +31,9 @@ from runs.manifest import REPORT_FILES
 from runs.run_folder import RunFolder, previous_output_folder
 from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.account import Account, AccountInputs, run_manifest
-from transforms.boilerplate import RemoveBoilerplate
+from transforms.boilerplate import BoilerplateLines, RemoveBoilerplate
 from transforms.budget import CountChunkTokens
-from transforms.changes import ChangeInputs, ChangeLog
+from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
 from transforms.chunking.routing import ChunkDocuments
 from transforms.commit import Commit, CommitRun
 from transforms.context import AddContext
@@ -41,14 +41,16 @@ from transforms.cost_report import CostReport
 from transforms.embedding.embed_stage import Embed
 from transforms.incremental import (
     PreviousRun,
-    ReuseUnchanged,
+    RebuildResult,
+    ReuseBeforeRemoval,
     previous_run,
     read_previous,
     stand_in_previous_run,
 )
 from transforms.ingest.extract import ExtractText
-from transforms.ingest.matching import check_patterns, has_wildcard
+from transforms.ingest.matching import check_patterns, has_wildcard, input_root
 from transforms.ingest.read import ReadDocuments
+from transforms.ingest.reread import ReadAgain
 from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
 
 UNSUPPORTED_RUNNERS = {
@@ -104,6 +106,46 @@ def _cached_vectors(
     )
 
 
+def _rebuild_changed(
+    config: JobConfig,
+    extracted: beam.PCollection,
+    previous: PreviousRun,
+    tables: PreviousTables,
+    early_rejects: beam.PCollection,
+) -> tuple[RebuildResult, beam.PCollection]:
+    """A rebuild against a previous run of this config: (what it reuses, with the changed
+    documents cleaned of their boilerplate; every reject so far).
+
+    The boilerplate lines are counted over every document as extracted, and the unchanged
+    documents are found from their extracted hashes and their groups' lines, on a small index
+    (`ReuseBeforeRemoval`); no text waits for the counts. Only the documents that changed are
+    read and extracted again, spread over the workers and cleaned.
+    """
+    lines = None
+    if config.boilerplate.enabled:
+        lines = extracted | "Count boilerplate lines" >> BoilerplateLines(config.boilerplate)
+    split = extracted | "Find unchanged documents" >> ReuseBeforeRemoval(
+        previous, tables, lines, early_rejects
+    )
+    read = config.read
+    again = split.to_read | "Read changed documents again" >> ReadAgain(
+        read.max_file_bytes, input_root(read.patterns), read.patterns
+    )
+    again_extracted = again.documents | "Extract changed documents" >> ExtractText(
+        config.extract_timeout_s
+    )
+    changed = again_extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+        config.boilerplate, spread=True, lines=lines
+    )
+    rejects = merge(
+        "Early and second-reading rejects",
+        early_rejects,
+        again[REJECTS],
+        again_extracted.rejects,
+    )
+    return split.rebuild._replace(changed=changed), rejects
+
+
 def build_pipeline(
     p: beam.Pipeline,
     config: JobConfig,
@@ -128,9 +170,6 @@ def build_pipeline(
     never_read = [config.output, write_to, config.previous_output or ""]
     read = p | "Read documents" >> ReadDocuments(config.read, exclude=never_read)
     extracted = read.documents | "Extract text" >> ExtractText(config.extract_timeout_s)
-    documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
-        config.boilerplate, spread=True
-    )
     if config.estimate:
         previous = None
     elif dry_run:
@@ -142,9 +181,17 @@ def build_pipeline(
     tables = read_previous(p, previous) if previous is not None else None
     # documents rejected at reading or extraction for a reason that may pass are kept
     early_rejects = merge("Early rejects", read.rejects, extracted.rejects)
-    rebuild = documents | "Find unchanged documents" >> ReuseUnchanged(
-        previous, tables, early_rejects
-    )
+    if previous is not None and previous.reusable and tables is not None:
+        rebuild, early_rejects = _rebuild_changed(
+            config, extracted.documents, previous, tables, early_rejects
+        )
+    else:
+        documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+            config.boilerplate, spread=True
+        )
+        # nothing is reused but, from another config's run, the vectors of identical texts
+        other_rows = tables.chunks if tables is not None else None
+        rebuild = RebuildResult(documents, None, None, None, other_rows)
     chunked = rebuild.changed | "Chunk documents" >> ChunkDocuments(
         config.chunking, config.pricing_tokenizer
     )

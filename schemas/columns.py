@@ -134,6 +134,20 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             "offset in text where each page starts (an empty page: where the next starts)",
         ),
         _c("page_labels", pa.list_(pa.string()), "the PDF's label of each page, when it has"),
+        _c(
+            "extracted_hash",
+            pa.string(),
+            "sha256 of the document as extracted, before boilerplate removal (what a rebuild "
+            "compares)",
+            False,
+        ),
+        _c(
+            "boilerplate_digest",
+            pa.string(),
+            "digest of the boilerplate lines of the document's group when it was cleaned; "
+            "empty for HTML, PDF, DOCX and PPTX, which keep their lines",
+            False,
+        ),
     ),
     REJECTS: (
         _SHARED["source"],

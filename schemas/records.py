@@ -6,6 +6,7 @@ The columns a record shares with its Parquet table are documented once, in `sche
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS, documented
@@ -26,6 +27,36 @@ def stable_hash(*parts: object, length: int = 32) -> str:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def hash_extracted(doc: Document) -> str:
+    """sha256 of a document as extracted: its text and every field extraction sets (its file
+    and doc type included), before boilerplate removal. Two runs that give a document the same
+    extracted hash and the same boilerplate lines of its group give it the same rows, but for
+    the line of a JSONL record in its file ("#L<line>" in its source), which moves when a
+    record before it comes or goes."""
+    path, sep, line = doc.source.rpartition("#L")
+    file = path if sep and line.isdigit() else doc.source
+    fields = (
+        doc.doc_id,
+        file,
+        doc.doc_type,
+        doc.language,
+        doc.title,
+        doc.url,
+        doc.date,
+        doc.lang,
+        doc.boilerplate_lines_removed,
+        doc.boilerplate_tokens_removed,
+        doc.page_count,
+        list(doc.page_starts) if doc.page_starts is not None else None,
+        list(doc.page_labels) if doc.page_labels is not None else None,
+        doc.contents_pages_removed,
+        doc.index_pages_removed,
+        doc.text,
+    )
+    encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -65,6 +96,10 @@ class Document:
     # not columns of documents/)
     contents_pages_removed: int = 0
     index_pages_removed: int = 0
+    # what a rebuild compares before boilerplate removal (transforms/incremental.py): the
+    # hash of the document as extracted, and the digest of its group's boilerplate lines
+    extracted_hash: str = ""
+    boilerplate_digest: str = ""
 
 
 @documented(CHUNKS)

@@ -1,7 +1,8 @@
 """A rebuild's routing (transforms/incremental.py, transforms/changes.py) on every kind of
 document at once: unchanged, edited, added, removed, retried after an embedding failure, kept
 after a transient reject, and rejected without a previous row. The decision is a join of
-(doc_id, content hash) pairs; documents and previous rows are routed by side inputs of ids."""
+(doc_id, extracted hash) pairs; the changed documents are to be read again, and the previous
+rows are routed by side inputs of ids."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from schemas.columns import DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
-from transforms.incremental import PreviousRun, ReuseUnchanged
+from transforms.incremental import PreviousRun, ReuseBeforeRemoval
 
 
 class ChunkIds(NamedTuple):
@@ -38,6 +39,7 @@ def _doc(doc_id: str, text: str) -> Document:
         doc_type="text",
         text=text,
         content_hash=f"hash of {text}",
+        extracted_hash=f"extracted hash of {text}",
     )
 
 
@@ -88,14 +90,22 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
         p | "Previous chunks" >> beam.Create(previous_chunks),
     )
     rejected = p | "Rejects" >> beam.Create(rejects)
-    rebuild = docs | "Rebuild" >> ReuseUnchanged(previous, tables, rejected)
+    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, tables, None, rejected)
+    rebuild = split.rebuild
+    # the second reading gives the documents to read again (transforms/ingest/reread.py)
+    again = split.to_read | "Read again" >> beam.Map(lambda entry: entry[1])
+    changed = docs | "Changed" >> beam.Filter(
+        lambda doc, ids: doc.doc_id in ids, beam.pvalue.AsList(again)
+    )
 
     def ids(label: str, pcoll: beam.PCollection, key: str = "doc_id") -> beam.PCollection:
         return pcoll | label >> beam.Map(
             lambda x: x[key] if isinstance(x, dict) else getattr(x, key)
         )
 
-    assert_that(ids("Changed", rebuild.changed), equal_to(["b", "c", "d"]), label="changed")
+    files = split.to_read | "Files" >> beam.Map(lambda entry: (entry[0], entry[1]))
+    expected_files = [(f"/c/{i}.txt", i) for i in ("b", "c", "d")]
+    assert_that(files, equal_to(expected_files), label="to read")
     assert_that(ids("Reused", rebuild.unchanged), equal_to(["a", "f"]), label="reused")
     reused_rows = ids("Reused rows", rebuild.reused_rows, "chunk_id")
     assert_that(reused_rows, equal_to(["a-0", "a-1", "f-0", "f-1"]), label="reused rows")
@@ -106,7 +116,7 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     # the change log: the reused documents' rows made where they are, the others joined
     new_chunks = [("b", "b-0"), ("b", "b-9"), ("c", "c-0"), ("d", "d-0"), ("d", "d-1")]
     chunks = p | "New chunks" >> beam.Create([ChunkIds(d, c) for d, c in new_chunks])
-    changes = ChangeInputs(rebuild.changed, chunks, rejected) | "Changes" >> ChangeLog(
+    changes = ChangeInputs(changed, chunks, rejected) | "Changes" >> ChangeLog(
         tables, rebuild.reused
     )
     summary = changes.rows | "Summary" >> beam.Map(

@@ -404,6 +404,21 @@ def _boilerplate_entry(
         yield group, line
 
 
+def lines_digest(lines: Iterable[bytes]) -> str:
+    """The digest of a group's boilerplate lines (their digests, as a set): what a document
+    row records of the lines it was cleaned with, and a rebuild compares."""
+    return hashlib.blake2b(b"".join(sorted(set(lines))), digest_size=DIGEST_BYTES).hexdigest()
+
+
+NO_LINES = lines_digest(())  # a group with no boilerplate line
+
+
+def boilerplate_group(doc: Document) -> bytes | None:
+    """The digest of the group whose lines are removed from `doc`; None for the documents
+    that keep every line (HTML, PDF, DOCX, PPTX)."""
+    return _group_digest(doc) if _not_html(doc) else None
+
+
 def _keys_of(doc: Document, boilerplate: Mapping[bytes, Iterable[bytes]]) -> set[str]:
     """The line keys of `doc` whose digests are boilerplate in its group."""
     digests = set(boilerplate[_group_digest(doc)])  # a multimap: empty for another group
@@ -433,6 +448,9 @@ class _RemoveLinesFn(Counts, beam.DoFn):
         if doc.doc_type == "html":
             yield doc  # never counted, never cut
             return
+        group = boilerplate_group(doc)
+        if group is not None:  # the lines it is cleaned with, for the next rebuild to compare
+            doc = replace(doc, boilerplate_digest=lines_digest(boilerplate[group]))
         new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, boilerplate))
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
@@ -465,46 +483,28 @@ class _RemoveLinesFn(Counts, beam.DoFn):
             return None
 
 
-class RemoveBoilerplate(beam.PTransform):
-    """PCollection[Document] -> PCollection[Document] without the boilerplate lines of each group.
+class BoilerplateLines(beam.PTransform):
+    """PCollection[Document] -> PCollection[(group digest, line digest)]: the boilerplate lines
+    of every group.
 
-    Counts, per (group, line key), the documents holding the line (a combine of digests),
-    decides each line against its group's size, and hands the boilerplate lines of every group
-    to the removal as a side input.
-    With `spread`, the documents are reshuffled evenly over the workers before the removal
-    (and whatever fuses after it).
+    Counts, per (group, line key), the documents holding the line (a combine of digests), and
+    decides each line against its group's size (a side input), so no step gathers a group's
+    lines: a flat folder of many documents is no larger a group than any other. HTML, PDF,
+    DOCX and PPTX are left out of the counts (their extraction removed their boilerplate).
     """
 
-    def __init__(
-        self, config: BoilerplateConfig, label: str | None = None, spread: bool = False
-    ) -> None:
-        super().__init__(label)
-        if not isinstance(config, BoilerplateConfig):
-            raise ValueError(f"config must be a BoilerplateConfig, got {config!r}")
+    def __init__(self, config: BoilerplateConfig) -> None:
+        super().__init__()
         self.config = config
-        self.spread = spread
 
     def expand(self, docs: beam.PCollection) -> beam.PCollection:
-        if not self.config.enabled:
-            if self.spread:
-                return docs | "Spread documents" >> beam.Reshuffle()
-            return docs | "Pass through (disabled)" >> beam.Map(_identity).with_output_types(
-                Document
-            )
-        # HTML is left out of the counts (trafilatura has removed its boilerplate) and passes
-        # the removal unchanged; no Partition and Flatten, as a Flatten is a stage boundary on
-        # some runners (every document materialised once more).
         others = docs | "Leave HTML out of the counts" >> beam.Filter(_not_html)
-        # Per group, its size; per (group, line), the documents that hold the line: both
-        # combines, of digests, never the text. A line is decided on its own (the group sizes
-        # are a side input), so no step gathers a group's lines: a flat folder of many
-        # documents is no larger a group than any other.
         docs_in_group = (
             others
             | "Group of each document" >> beam.Map(_group_digest).with_output_types(bytes)
             | "Count documents per group" >> beam.combiners.Count.PerElement()
         )
-        boilerplate = (
+        return (
             others
             | "Distinct line keys per document"
             >> beam.FlatMap(_group_line_pairs).with_output_types(tuple[bytes, bytes])
@@ -515,10 +515,43 @@ class RemoveBoilerplate(beam.PTransform):
                 _boilerplate_entry, beam.pvalue.AsDict(docs_in_group), self.config
             ).with_output_types(tuple[bytes, bytes])
         )
-        # The lines of each group are few: as a side input they reach every document where it
-        # is. A CoGroupByKey with the documents would gather a whole folder into one element,
-        # which one worker must process alone (and everything fused after it: chunking, and
-        # on Dataflow embedding too).
+
+
+class RemoveBoilerplate(beam.PTransform):
+    """PCollection[Document] -> PCollection[Document] without the boilerplate lines of each group.
+
+    The lines are `BoilerplateLines` of these documents, or `lines` when given (those of the
+    whole corpus, for a rebuild that cleans only the documents that changed). They reach the
+    removal as a side input: a CoGroupByKey with the documents would gather a whole folder
+    into one element, which one worker must process alone (and everything fused after it).
+    With `spread`, the documents are reshuffled evenly over the workers before the removal
+    (and whatever fuses after it).
+    """
+
+    def __init__(
+        self,
+        config: BoilerplateConfig,
+        label: str | None = None,
+        spread: bool = False,
+        lines: beam.PCollection | None = None,
+    ) -> None:
+        super().__init__(label)
+        if not isinstance(config, BoilerplateConfig):
+            raise ValueError(f"config must be a BoilerplateConfig, got {config!r}")
+        self.config = config
+        self.spread = spread
+        self.lines = lines
+
+    def expand(self, docs: beam.PCollection) -> beam.PCollection:
+        if not self.config.enabled:
+            if self.spread:
+                return docs | "Spread documents" >> beam.Reshuffle()
+            return docs | "Pass through (disabled)" >> beam.Map(_identity).with_output_types(
+                Document
+            )
+        boilerplate = self.lines
+        if boilerplate is None:
+            boilerplate = docs | "Boilerplate lines" >> BoilerplateLines(self.config)
         if self.spread:
             # The removal waits for the side input, so its documents are held somewhere: in
             # the reshuffle, which also spreads them evenly, rather than once more before it.
@@ -526,6 +559,18 @@ class RemoveBoilerplate(beam.PTransform):
         return docs | "Remove boilerplate lines" >> beam.ParDo(
             _RemoveLinesFn(self.config.tokenizer), beam.pvalue.AsMultiMap(boilerplate)
         ).with_output_types(Document)
+
+
+class GroupDigests(beam.PTransform):
+    """PCollection[(group digest, line digest)] -> PCollection[(group digest, lines_digest)]:
+    the digest of each group's boilerplate lines (groups with none have no element: NO_LINES)."""
+
+    def expand(self, lines: beam.PCollection) -> beam.PCollection:
+        return (
+            lines
+            | "Lines of each group" >> beam.CombinePerKey(beam.combiners.ToSetCombineFn())
+            | "Digest of each group" >> beam.MapTuple(lambda group, ls: (group, lines_digest(ls)))
+        )
 
 
 def _identity(doc: Document) -> Document:

@@ -1,16 +1,19 @@
-"""Incremental rebuilds: reuse the chunks of documents that did not change since a previous run.
+"""Incremental rebuilds: reuse the rows of documents that did not change since a previous run.
 
-A document is unchanged when the previous run (same config fingerprint) holds the same doc_id
-with the same content_hash. Its chunks (embeddings included) are copied from the previous
-output instead of being chunked and embedded again; everything else is rebuilt. A document the
-previous run holds that is rejected this time for a reason that may pass (TRANSIENT_REJECTS:
-its extraction ran over the time limit, say on a busy night) is kept: the previous run's
-document row and chunks are carried over, beside its reject row, so that the index does not
-lose it for one night. A previous run
-of another config reuses no chunk, but still gives the change log (transforms/changes.py) and
-the vectors of identical embedded texts (the embedding cache, transforms/embedding/embed.py).
+Against a previous run of the same config fingerprint, a document is unchanged when extraction
+gives it what it gave then (its extracted hash) and its group's boilerplate lines are the ones
+it was cleaned with (a digest per group): its document row and chunks (embeddings included)
+are copied from the previous output, and it is neither cleaned, chunked nor embedded again.
+The decision is made on that small index before boilerplate removal (`ReuseBeforeRemoval`),
+so no text waits for the corpus-wide line counts; the documents that changed are read and
+extracted again (transforms/ingest/reread.py). A document the previous run holds that is
+rejected this time for a reason that may pass (TRANSIENT_REJECTS: its extraction ran over the
+time limit, say on a busy night) is kept: the previous run's document row and chunks are
+carried over, beside its reject row, so that the index does not lose it for one night. A
+previous run of another config reuses no chunk, but still gives the change log
+(transforms/changes.py) and the vectors of identical embedded texts (the embedding cache,
+transforms/embedding/embed.py).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -27,11 +30,11 @@ from runs.manifest import CheckShards
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject
+from transforms.boilerplate import NO_LINES, GroupDigests, boilerplate_group
 from transforms.changes import PreviousTables, Reused
 from transforms.stage_base import Counts
-from transforms.stat_events import ChunkReused, DocumentUnchanged
+from transforms.stat_events import ChunkReused, DocumentUnchanged, file_of
 
-UNCHANGED = "unchanged"  # the tag of SplitUnchanged's output of unchanged documents
 # (stage, reason) of the rejects that may not happen again on a rerun: the document is kept
 TRANSIENT_REJECTS = frozenset({("extract", "extract_timeout")})
 
@@ -155,56 +158,8 @@ def read_previous(pipeline: beam.Pipeline, previous: PreviousRun) -> PreviousTab
 
 
 # Tags of the verdicts of the index join: doc ids, each a (doc_id, True) pair
-CHANGED_IDS = "changed_ids"  # documents of this run to chunk (edited, added, retried)
 KEPT_IDS = "kept_ids"  # documents rejected this run for a transient reason, carried over
 NOT_REUSED_IDS = "not_reused_ids"  # documents of the previous run whose rows are not copied
-
-
-class _Decide(beam.DoFn):
-    """(doc_id, {current, previous, embed_failed, transient}: content hashes and flags) -> the
-    doc_id under the verdicts that concern what changed: `changed_ids`, `kept_ids` and
-    `not_reused_ids` (main). A document that is unchanged, the bulk of a night, gets no
-    verdict: it is what is left."""
-
-    def process(self, item: tuple[str, dict]) -> Iterator:
-        doc_id, grouped = item
-        previous = list(grouped["previous"])
-        previous_hashes = set(previous)
-        # A document some of whose chunks failed to embed last time is rebuilt, so a rerun
-        # retries them rather than copying an incomplete set of rows.
-        if list(grouped["embed_failed"]):
-            previous_hashes = set()
-        current = list(grouped["current"])
-        if current:
-            reused = all(h in previous_hashes for h in current)
-            if not reused:
-                yield beam.pvalue.TaggedOutput(CHANGED_IDS, (doc_id, True))
-        else:
-            reused = bool(previous) and bool(list(grouped["transient"]))
-            if reused:
-                yield beam.pvalue.TaggedOutput(KEPT_IDS, (doc_id, True))
-        if previous and not reused:
-            yield doc_id, True
-
-
-class _Route(Counts, beam.DoFn):
-    """Document -> changed documents (main), whose ids `changed` holds, and `unchanged` ones
-    (counted)."""
-
-    def process(self, doc: Document, changed: Mapping[str, bool]) -> Iterator:
-        if doc.doc_id in changed:
-            yield doc
-        else:
-            self.stat("documents_unchanged")
-            yield beam.pvalue.TaggedOutput(UNCHANGED, doc)
-
-
-def _current_index(doc: Document) -> tuple[str, str]:
-    return doc.doc_id, doc.content_hash
-
-
-def _previous_index(row: dict) -> tuple[str, str]:
-    return row["doc_id"], row["content_hash"]
 
 
 def _embed_failure(row: dict) -> Iterator[tuple[str, bool]]:
@@ -212,69 +167,21 @@ def _embed_failure(row: dict) -> Iterator[tuple[str, bool]]:
         yield row["doc_id"], True
 
 
-class SplitResult(NamedTuple):
-    changed: beam.PCollection  # Document: to chunk
-    unchanged: beam.PCollection  # Document: whose previous chunk rows are reused
-    kept_ids: beam.PCollection  # (doc_id, True): transient rejects the previous run holds
-    not_reused_ids: beam.PCollection  # (doc_id, True): previous documents not copied
-
-
-class SplitUnchanged(beam.PTransform):
-    """Document -> SplitResult, decided on a small index: (doc_id, content hash) of this run's
-    documents and of the previous run's, the previous run's embedding failures and this run's
-    transient rejects, joined on doc_id. No text is shuffled: the documents stay where they
-    are and are routed by the ids of the changed ones (a side input as large as the change)."""
-
-    def __init__(
-        self,
-        previous: PreviousRun,
-        previous_documents: beam.PCollection,
-        rejects: beam.PCollection | None = None,
-    ) -> None:
-        super().__init__()
-        self.previous = previous
-        self.previous_documents = previous_documents
-        self.rejects = rejects  # this run's rejects so far: its transient ones are kept
-
-    def expand(self, docs: beam.PCollection) -> SplitResult:
-        p = docs.pipeline
-        index = {
-            "current": docs | "Index current" >> beam.Map(_current_index),
-            "previous": self.previous_documents | "Index previous" >> beam.Map(_previous_index),
-            "embed_failed": (
-                p
-                | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
-                | "Embedding failures" >> beam.FlatMap(_embed_failure)
-            ),
-            "transient": (
-                self.rejects | "Transient rejects" >> beam.FlatMap(_transient_id)
-                if self.rejects is not None
-                else p | "No rejects" >> beam.Create([]).with_output_types(tuple[str, bool])
-            ),
-        }
-        verdicts = (
-            index
-            | "Join on doc_id" >> beam.CoGroupByKey()
-            | "Decide"
-            >> beam.ParDo(_Decide()).with_outputs(CHANGED_IDS, KEPT_IDS, main=NOT_REUSED_IDS)
-        )
-        routed = docs | "Route" >> beam.ParDo(
-            _Route(), beam.pvalue.AsDict(verdicts[CHANGED_IDS])
-        ).with_outputs(UNCHANGED, main="changed")
-        return SplitResult(
-            routed.changed, routed[UNCHANGED], verdicts[KEPT_IDS], verdicts[NOT_REUSED_IDS]
-        )
-
-
 OTHERS = "others"  # the tag of ReuseChunks' rows of documents that are not reused
 
 
 class _RowsOfReused(beam.DoFn):
-    """A previous chunk row -> itself (main) when its document is reused, else `others`."""
+    """A previous chunk row -> itself (main) when its document is reused, with the source its
+    document has now, else `others`."""
 
-    def process(self, row: dict, not_reused: Mapping[str, bool]) -> Iterator:
-        if row["doc_id"] in not_reused:
+    def process(
+        self, row: dict, not_reused: Mapping[str, bool], moved: Mapping[str, str]
+    ) -> Iterator:
+        doc_id = row["doc_id"]
+        if doc_id in not_reused:
             yield beam.pvalue.TaggedOutput(OTHERS, row)
+        elif doc_id in moved:
+            yield {**row, "source": moved[doc_id]}
         else:
             yield row
 
@@ -285,42 +192,28 @@ class ReuseChunks(beam.PTransform):
     are split where they are read, by the ids of the documents not reused (a side input as
     large as the change): no row is shuffled."""
 
-    def __init__(self, not_reused_ids: beam.PCollection) -> None:
+    def __init__(
+        self, not_reused_ids: beam.PCollection, moved: beam.PCollection | None = None
+    ) -> None:
+        """`moved`: (doc_id, source) of the reused documents whose source is another now."""
         super().__init__()
         self.not_reused_ids = not_reused_ids
+        self.moved = moved
 
     def expand(self, previous_chunks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        moved = self.moved
+        if moved is None:
+            moved = previous_chunks.pipeline | "Nothing moved" >> beam.Create([]).with_output_types(
+                tuple[str, str]
+            )
         return previous_chunks | "Split rows" >> beam.ParDo(
-            _RowsOfReused(), beam.pvalue.AsDict(self.not_reused_ids)
+            _RowsOfReused(), beam.pvalue.AsDict(self.not_reused_ids), beam.pvalue.AsDict(moved)
         ).with_outputs(OTHERS, main="reused")
 
 
 def _transient_id(reject: Reject) -> Iterator[tuple[str, bool]]:
     if reject.doc_id and (reject.stage, reject.reason) in TRANSIENT_REJECTS:
         yield reject.doc_id, True
-
-
-class _KeptDocument(beam.DoFn):
-    def process(self, row: dict, kept: Mapping[str, bool]) -> Iterator[Document]:
-        if row["doc_id"] in kept:
-            yield Document(**row)
-
-
-class KeepTransientRejects(beam.PTransform):
-    """PBegin -> the previous run's Documents whose ids `kept_ids` holds (transient rejects of
-    this run), picked from its documents table where it is read (no text is shuffled)."""
-
-    def __init__(self, previous: PreviousRun, kept_ids: beam.PCollection) -> None:
-        super().__init__()
-        self.previous = previous
-        self.kept_ids = kept_ids
-
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return (
-            pbegin
-            | "Read previous document rows" >> self.previous.read_table(DOCUMENTS)
-            | "Previous documents" >> beam.ParDo(_KeptDocument(), beam.pvalue.AsDict(self.kept_ids))
-        )
 
 
 def _unchanged_event(doc: Document) -> DocumentUnchanged:
@@ -343,46 +236,180 @@ class RebuildResult(NamedTuple):
     reused: Reused | None = None
 
 
-class ReuseUnchanged(beam.PTransform):
-    """Documents -> RebuildResult: against a previous run of the same config, what changed goes
-    on to be chunked, and what did not keeps the previous run's chunk rows; without one,
-    everything is changed."""
+TO_READ = "to_read"  # the tag of the (file, doc_id, source) of each document to read again
+MOVED = "moved"  # the tag of (doc_id, source) of a reused JSONL record on another line now
+
+
+class _DecideExtracted(beam.DoFn):
+    """(doc_id, {current: (extracted hash, group or None, source), previous: (extracted hash,
+    boilerplate digest, source), embed_failed, transient}) and the digest of each group's
+    boilerplate lines -> the doc_id under the verdicts that concern what changed: `to_read`,
+    (file, doc_id, source) of this run's documents that changed (edited, added, retried after
+    an embedding failure, or in a group whose boilerplate lines changed); `kept_ids` (rejected
+    this run for a transient reason, the previous run's rows carried over); `moved` (a reused
+    JSONL record on another line); and `not_reused_ids` (main: the previous run's documents
+    whose rows are not copied). A document is unchanged when extraction gave it what it gave
+    last time and its group's boilerplate lines are the ones it was cleaned with: then its rows
+    would be the previous run's. An unchanged document, the bulk of a night, gets no verdict."""
+
+    def process(self, item: tuple[str, dict], groups: Mapping[bytes, str]) -> Iterator:
+        doc_id, grouped = item
+        previous = list(grouped["previous"])
+        # a document some of whose chunks failed to embed last time is rebuilt
+        failed = bool(list(grouped["embed_failed"]))
+        previous_keys = (
+            set() if failed else {(extracted, digest) for extracted, digest, _ in previous}
+        )
+        previous_sources = {source for _, _, source in previous}
+        current = list(grouped["current"])
+        if current:
+            versions = [
+                (extracted, "" if group is None else groups.get(group, NO_LINES))
+                for extracted, group, _ in current
+            ]
+            reused = all(version in previous_keys for version in versions)
+            if not reused:
+                for _, _, source in current:
+                    yield beam.pvalue.TaggedOutput(TO_READ, (file_of(source), doc_id, source))
+            elif len(current) == 1 and current[0][2] not in previous_sources:
+                # the same record of the same file, on another line: its rows, with its source
+                yield beam.pvalue.TaggedOutput(MOVED, (doc_id, current[0][2]))
+        else:
+            reused = bool(previous) and bool(list(grouped["transient"]))
+            if reused:
+                yield beam.pvalue.TaggedOutput(KEPT_IDS, (doc_id, True))
+        if previous and not reused:
+            yield doc_id, True
+
+
+def _extracted_index(doc: Document, cleaned: bool) -> tuple[str, tuple[str, bytes | None, str]]:
+    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source));
+    `cleaned`: whether boilerplate is removed at all."""
+    group = boilerplate_group(doc) if cleaned else None
+    return doc.doc_id, (doc.extracted_hash, group, doc.source)
+
+
+def _previous_extracted(row: dict) -> tuple[str, tuple[str, str, str]]:
+    return row["doc_id"], (row["extracted_hash"], row["boilerplate_digest"], row["source"])
+
+
+class _SplitPrevious(Counts, beam.DoFn):
+    """A previous document row -> its Document, unchanged (main) or `kept`, unless its id is
+    among those not reused."""
+
+    def process(
+        self,
+        row: dict,
+        not_reused: Mapping[str, bool],
+        kept: Mapping[str, bool],
+        moved: Mapping[str, str],
+    ) -> Iterator:
+        doc_id = row["doc_id"]
+        if doc_id in not_reused:
+            return
+        doc = Document(**{**row, "source": moved.get(doc_id, row["source"])})
+        if doc_id in kept:
+            yield beam.pvalue.TaggedOutput(KEPT, doc)
+        else:
+            self.stat("documents_unchanged")
+            yield doc
+
+
+KEPT = "kept"
+
+
+class EarlySplit(NamedTuple):
+    # (file, doc_id, source) of this run's documents that changed: to read again, clean and chunk
+    to_read: beam.PCollection
+    # what the rebuild reuses, its `changed` left to the second reading (None here)
+    rebuild: RebuildResult
+
+
+class ReuseBeforeRemoval(beam.PTransform):
+    """Documents as extracted -> EarlySplit, against a previous run of the same config.
+
+    `ReuseUnchanged` decides on the text after boilerplate removal, which waits for the
+    corpus-wide line counts: every document waits with its text (a shuffle of the corpus on a
+    quiet night). This decides before it, on a small index: each document's extracted hash
+    and its group's boilerplate lines (a digest per group, a side input), against what the
+    previous run recorded of both; every text is dropped where it was extracted. The unchanged
+    documents' rows and chunks are the previous run's, read where they are; the changed ones
+    are read again by path (transforms/ingest/reread.py) and only they are cleaned, chunked
+    and embedded. The price: reading and extracting the changed documents twice.
+    """
 
     def __init__(
         self,
-        previous: PreviousRun | None,
-        tables: PreviousTables | None,
-        rejects: beam.PCollection | None = None,
+        previous: PreviousRun,
+        tables: PreviousTables,
+        lines: beam.PCollection | None,
+        rejects: beam.PCollection,
     ) -> None:
         super().__init__()
-        self.previous = previous if previous is not None and previous.reusable else None
+        if not previous.reusable:
+            raise ValueError(f"{previous.output}: another config's run reuses nothing")
+        self.previous = previous
         self.tables = tables
+        self.lines = lines  # (group, line) digests of this run's boilerplate; None: none
         self.rejects = rejects  # this run's rejects so far: its transient ones are kept
 
-    def expand(self, docs: beam.PCollection) -> RebuildResult:
-        if self.tables is None:
-            return RebuildResult(docs, None, None, None)
-        if self.previous is None:  # another config: nothing reused but the vectors
-            return RebuildResult(docs, None, None, None, self.tables.chunks)
-        routed = docs | "Split unchanged" >> SplitUnchanged(
-            self.previous, self.tables.documents, self.rejects
-        )
-        reused, kept = routed.unchanged, None
-        if self.rejects is not None:
-            kept = docs.pipeline | "Keep transient rejects" >> KeepTransientRejects(
-                self.previous, routed.kept_ids
+    def expand(self, docs: beam.PCollection) -> EarlySplit:
+        p = docs.pipeline
+        if self.lines is not None:
+            groups = self.lines | "Boilerplate of each group" >> GroupDigests()
+        else:
+            groups = p | "No boilerplate" >> beam.Create([]).with_output_types(tuple[bytes, str])
+        index = {
+            "current": docs | "Index current" >> beam.Map(_extracted_index, self.lines is not None),
+            "previous": (
+                p
+                | "Read previous index"
+                >> self.previous.read_table(
+                    DOCUMENTS, ["doc_id", "extracted_hash", "boilerplate_digest", "source"]
+                )
+                | "Index previous" >> beam.Map(_previous_extracted)
+            ),
+            "embed_failed": (
+                p
+                | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
+                | "Embedding failures" >> beam.FlatMap(_embed_failure)
+            ),
+            "transient": self.rejects | "Transient rejects" >> beam.FlatMap(_transient_id),
+        }
+        verdicts = (
+            index
+            | "Join on doc_id" >> beam.CoGroupByKey()
+            | "Decide"
+            >> beam.ParDo(_DecideExtracted(), beam.pvalue.AsDict(groups)).with_outputs(
+                TO_READ, KEPT_IDS, MOVED, main=NOT_REUSED_IDS
             )
-            reused = (routed.unchanged, kept) | "Unchanged and kept" >> beam.Flatten()
-        copied = self.tables.chunks | "Reuse chunks" >> ReuseChunks(routed.not_reused_ids)
+        )
+        not_reused_ids = verdicts[NOT_REUSED_IDS]
+        moved = beam.pvalue.AsDict(verdicts[MOVED])
+        previous_docs = (
+            p
+            | "Read previous document rows" >> self.previous.read_table(DOCUMENTS)
+            | "Split previous documents"
+            >> beam.ParDo(
+                _SplitPrevious(),
+                beam.pvalue.AsDict(not_reused_ids),
+                beam.pvalue.AsDict(verdicts[KEPT_IDS]),
+                moved,
+            ).with_outputs(KEPT, main="unchanged")
+        )
+        unchanged, kept = previous_docs.unchanged, previous_docs[KEPT]
+        reused = (unchanged, kept) | "Unchanged and kept" >> beam.Flatten()
+        copied = self.tables.chunks | "Reuse chunks" >> ReuseChunks(not_reused_ids, verdicts[MOVED])
         events = (
-            routed.unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
+            unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
             copied.reused | "Reused events" >> beam.Map(_reused_event),
         ) | "Rebuild events" >> beam.Flatten()
-        return RebuildResult(
-            routed.changed,
+        rebuild = RebuildResult(
+            None,
             reused,
             copied.reused,
             events,
             copied[OTHERS],
-            Reused(routed.unchanged, kept, routed.not_reused_ids),
+            Reused(unchanged, kept, not_reused_ids),
         )
+        return EarlySplit(verdicts[TO_READ], rebuild)

@@ -16,11 +16,12 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
 import apache_beam as beam
 
-from schemas.records import Document, RawDocument
+from schemas.records import Document, RawDocument, hash_extracted
 from transforms.common import REJECTS
 from transforms.ingest.extraction import (
     PAGED_MEMORY_BYTES,
@@ -195,7 +196,7 @@ class _ExtractFn(Stage):
         except ExtractError as e:
             raise Rejection(e.reason, str(e)) from None
         self.stat("documents_extracted")
-        yield doc
+        yield replace(doc, extracted_hash=hash_extracted(doc))
 
     def teardown(self) -> None:
         if self._pool is not None:
