@@ -20,7 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from runs.manifest import file_entry
 from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from schemas.columns import DOCUMENTS, REJECTS
-from schemas.records import Document, Reject
+from schemas.records import Document, Reject, content_hash
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
 from transforms.incremental import PreviousRun, ReuseBeforeRemoval
 
@@ -39,7 +39,7 @@ def _doc(doc_id: str, text: str) -> Document:
         doc_type="text",
         text=text,
         content_hash=f"hash of {text}",
-        extracted_hash=f"extracted hash of {text}",
+        extracted_hash=content_hash(f"as extracted: {text}"),
     )
 
 

@@ -14,9 +14,11 @@ previous run of another config reuses no chunk, but still gives the change log
 (transforms/changes.py) and the vectors of identical embedded texts (the embedding cache,
 transforms/embedding/embed.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import weakref
 from collections.abc import Iterator, Mapping
@@ -236,6 +238,35 @@ class RebuildResult(NamedTuple):
     reused: Reused | None = None
 
 
+INDEX_HASH_BYTES = 16  # of a sha256 hex digest in the index: what the decision compares
+SOURCE_DIGEST_BYTES = 8  # of a previous source: only compared, within one doc_id
+
+
+def _index_key(doc_id: str) -> str | bytes:
+    """A doc_id as the index's join key: its bytes when it is lowercase hex (as the job's ids
+    are), half the size; any other id as it is. `_doc_id` gives it back."""
+    if len(doc_id) % 2 == 0 and doc_id == doc_id.lower():
+        try:
+            return bytes.fromhex(doc_id)
+        except ValueError:
+            pass
+    return doc_id
+
+
+def _doc_id(key: str | bytes) -> str:
+    return key.hex() if isinstance(key, bytes) else key
+
+
+def _short(hex_digest: str, size: int = INDEX_HASH_BYTES) -> bytes:
+    return bytes.fromhex(hex_digest)[:size]
+
+
+def _source_digest(source: str) -> bytes:
+    return hashlib.blake2b(
+        source.encode("utf-8", "surrogatepass"), digest_size=SOURCE_DIGEST_BYTES
+    ).digest()
+
+
 TO_READ = "to_read"  # the tag of the (file, doc_id, source) of each document to read again
 MOVED = "moved"  # the tag of (doc_id, source) of a reused JSONL record on another line now
 
@@ -252,8 +283,9 @@ class _DecideExtracted(beam.DoFn):
     last time and its group's boilerplate lines are the ones it was cleaned with: then its rows
     would be the previous run's. An unchanged document, the bulk of a night, gets no verdict."""
 
-    def process(self, item: tuple[str, dict], groups: Mapping[bytes, str]) -> Iterator:
-        doc_id, grouped = item
+    def process(self, item: tuple[str | bytes, dict], groups: Mapping[bytes, str]) -> Iterator:
+        key, grouped = item
+        doc_id = _doc_id(key)
         previous = list(grouped["previous"])
         # a document some of whose chunks failed to embed last time is rebuilt
         failed = bool(list(grouped["embed_failed"]))
@@ -264,14 +296,14 @@ class _DecideExtracted(beam.DoFn):
         current = list(grouped["current"])
         if current:
             versions = [
-                (extracted, "" if group is None else groups.get(group, NO_LINES))
+                (extracted, b"" if group is None else _short(groups.get(group, NO_LINES)))
                 for extracted, group, _ in current
             ]
             reused = all(version in previous_keys for version in versions)
             if not reused:
                 for _, _, source in current:
                     yield beam.pvalue.TaggedOutput(TO_READ, (file_of(source), doc_id, source))
-            elif len(current) == 1 and current[0][2] not in previous_sources:
+            elif len(current) == 1 and _source_digest(current[0][2]) not in previous_sources:
                 # the same record of the same file, on another line: its rows, with its source
                 yield beam.pvalue.TaggedOutput(MOVED, (doc_id, current[0][2]))
         else:
@@ -282,15 +314,25 @@ class _DecideExtracted(beam.DoFn):
             yield doc_id, True
 
 
-def _extracted_index(doc: Document, cleaned: bool) -> tuple[str, tuple[str, bytes | None, str]]:
-    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source));
-    `cleaned`: whether boilerplate is removed at all."""
+def _extracted_index(
+    doc: Document, cleaned: bool
+) -> tuple[str | bytes, tuple[bytes, bytes | None, str]]:
+    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source)),
+    ids and hashes as bytes; `cleaned`: whether boilerplate is removed at all."""
     group = boilerplate_group(doc) if cleaned else None
-    return doc.doc_id, (doc.extracted_hash, group, doc.source)
+    return _index_key(doc.doc_id), (_short(doc.extracted_hash), group, doc.source)
 
 
-def _previous_extracted(row: dict) -> tuple[str, tuple[str, str, str]]:
-    return row["doc_id"], (row["extracted_hash"], row["boilerplate_digest"], row["source"])
+def _previous_extracted(row: dict) -> tuple[str | bytes, tuple[bytes, bytes, bytes]]:
+    """(doc_id, (extracted hash, boilerplate digest, digest of the source)) of a previous
+    document row, as `_extracted_index` gives them."""
+    digest = _short(row["boilerplate_digest"])  # b"" where it keeps its lines
+    index = (_short(row["extracted_hash"]), digest, _source_digest(row["source"]))
+    return _index_key(row["doc_id"]), index
+
+
+def _keyed(pair: tuple[str, bool]) -> tuple[str | bytes, bool]:
+    return _index_key(pair[0]), pair[1]
 
 
 class _SplitPrevious(Counts, beam.DoFn):
@@ -373,8 +415,13 @@ class ReuseBeforeRemoval(beam.PTransform):
                 p
                 | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
                 | "Embedding failures" >> beam.FlatMap(_embed_failure)
+                | "Key failures" >> beam.Map(_keyed)
             ),
-            "transient": self.rejects | "Transient rejects" >> beam.FlatMap(_transient_id),
+            "transient": (
+                self.rejects
+                | "Transient rejects" >> beam.FlatMap(_transient_id)
+                | "Key transient rejects" >> beam.Map(_keyed)
+            ),
         }
         verdicts = (
             index
