@@ -78,6 +78,8 @@ def _document(doc_type: str, n: int, chunk_chars: int, chunks: int) -> tuple[dic
         "title": ESCAPED * 3_000,
         "text": text,
         "content_hash": doc_id,
+        "extracted_hash": doc_id,
+        "boilerplate_digest": "",
     }
     return document, rows
 
