@@ -408,3 +408,37 @@ def test_deduplicated_chunks_are_in_the_cost_report() -> None:
     report = build_report(merged, Pricing(), "run")
     assert (report.chunks_deduplicated, report.deduplicated_embedded_tokens) == (2, 15)
     assert "2 chunks took the vector of another chunk" in report.markdown()
+
+
+# --- the join with the embedding cache carries only what it can use (issue 23) ---------------
+
+
+def test_only_cached_vectors_of_the_runs_texts_are_joined_as_float32_bytes() -> None:
+    from apache_beam.coders import FastPrimitivesCoder
+
+    from transforms.embedding.embed import (
+        WANTED_PREFIX,
+        _UsableCached,
+        embedded_text_digest,
+        vector_bytes,
+        vector_of,
+    )
+    from transforms.embedding.models import CachedVector, text_key
+
+    chunk = make_chunk(TEXTS[0])
+    digest = embedded_text_digest(chunk)
+    assert digest.hex() == text_key(chunk.embed_text())
+    vector = tuple(np.random.default_rng(0).standard_normal(DIMENSION).astype("float32").tolist())
+    wanted = {digest[:WANTED_PREFIX]: None}
+    usable = _UsableCached()
+    # a text of this run: its vector, exactly, as 4 bytes a number
+    ((key, (data, tokens)),) = usable.process((digest.hex(), CachedVector(vector, 7)), wanted)
+    assert (key, tokens, vector_of(data)) == (digest, 7, vector)
+    coder = FastPrimitivesCoder()
+    assert len(coder.encode((key, (data, tokens)))) < len(coder.encode((digest.hex(), vector))) / 2
+    # a text the run does not embed (a removed document's, an edit's old text): not shuffled
+    other = text_key("a removed document's text")
+    assert list(usable.process((other, CachedVector(vector, 7)), wanted)) == []
+    # a number no float32 holds is no vector the output can take: embedded again
+    assert vector_bytes([1e300, 0.0]) is None
+    assert list(usable.process((digest.hex(), CachedVector((1e300,) * 2, 1)), wanted)) == []

@@ -7,6 +7,11 @@ little of a pass is padding. Failed batches go to the dead-letter output with th
 The model runs on torch (sentence-transformers) or on ONNX Runtime, float32 or int8
 (transforms/embedding/onnx_model.py). Chunks whose embedded text is the same are embedded once per
 run: they are grouped by a hash of that text and the vector is copied to each.
+
+What the grouping shuffles is kept to what it uses: the key is the text's raw sha256 (32 bytes,
+not 64 hex digits), and on a run with cached vectors only those of this run's texts travel, each
+as float32 bytes (1,536 bytes for 384 dimensions, where Beam's coder writes a tuple of Python
+floats at 9 bytes a number).
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.ml.inference.base import (
     KeyedModelHandler,
     ModelHandler,
@@ -38,6 +44,7 @@ from transforms.embedding.models import (  # noqa: F401 - re-exported: callers i
     quiet_model_loading,
     read_model_info,
     resolve_model_path,
+    text_digest,
     text_key,
 )
 from transforms.stage_base import Counts, Stage
@@ -227,6 +234,32 @@ def embedded_text_key(chunk: Chunk) -> str:
     return text_key(chunk.embed_text())
 
 
+def embedded_text_digest(chunk: Chunk) -> bytes:
+    """What chunks of identical embedded texts are grouped by: `embedded_text_key` as bytes."""
+    return text_digest(chunk.embed_text())
+
+
+# Of a text's digest, what the side input of the run's texts holds: a cached vector whose key
+# starts so is shuffled to the join (whose key is the whole digest), any other is dropped where
+# it is read. 8 bytes: a vector of another text passes by chance once in 2**64 / texts.
+WANTED_PREFIX = 8
+VECTOR_DTYPE = "<f4"  # a vector in the join: its float32 bytes, little-endian
+
+
+def vector_bytes(embedding: Sequence[float]) -> bytes | None:
+    """A vector as the join carries it (`VECTOR_DTYPE`); None when a number does not fit in a
+    float32 (the output's type), which a cache file of float64 numbers could hold."""
+    vector = np.asarray(embedding, dtype=np.float64)
+    if np.any(np.abs(vector) > np.finfo(np.float32).max):
+        return None
+    return vector.astype(VECTOR_DTYPE).tobytes()
+
+
+def vector_of(data: bytes) -> tuple[float, ...]:
+    """The inverse of `vector_bytes`: the numbers as a Chunk's `embedding` holds them."""
+    return tuple(np.frombuffer(data, dtype=VECTOR_DTYPE).tolist())
+
+
 def _one_per_text(item: tuple[str, Any]) -> tuple[tuple[Chunk, ...], Chunk]:
     """(the others, the one to embed) of chunks sharing an embedded text; the first by id."""
     _, chunks = item
@@ -287,8 +320,27 @@ class _FailedBatchToRejects(Stage):
                 yield self.reject(one.source, "embedding_failed", error, one.doc_id, one.chunk_id)
 
 
+class _UsableCached(Counts, beam.DoFn):
+    """(text key, CachedVector) -> (text digest, (vector bytes, model tokens)) when the run
+    embeds a text of that key (`wanted`: the run's digests, cut to `WANTED_PREFIX`), else
+    nothing: the vectors of the removed and the edited texts are dropped where they are read."""
+
+    def process(
+        self, entry: tuple[str, CachedVector], wanted: Mapping[bytes, None]
+    ) -> Iterator[tuple[bytes, tuple[bytes, int | None]]]:
+        key, cached = entry
+        digest = bytes.fromhex(key)
+        if digest[:WANTED_PREFIX] not in wanted:
+            return
+        data = vector_bytes(cached.embedding)
+        if data is None:  # embedded again, as any other vector the run cannot use
+            self.stat("embedding_cache_entries_invalid")
+            return
+        yield digest, (data, cached.model_tokens)
+
+
 class _UseCache(Counts, beam.DoFn):
-    """(text key, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
+    """(text digest, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
     none cached, (the others, the one to embed) for the model, as `_one_per_text` gives."""
 
     HITS = "hits"
@@ -298,22 +350,24 @@ class _UseCache(Counts, beam.DoFn):
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
 
-    def process(self, item: tuple[str, dict[str, Any]]) -> Iterator[Any]:
-        key, grouped = item
+    def process(self, item: tuple[bytes, dict[str, Any]]) -> Iterator[Any]:
+        digest, grouped = item
         chunks = list(grouped["chunks"])
         if not chunks:  # a cached text this run does not embed
             return
         cached = next(iter(grouped["cached"]), None)
         if cached is None:
-            yield _one_per_text((key, chunks))
+            yield _one_per_text((digest, chunks))
             return
-        yield beam.pvalue.TaggedOutput(self.USED, key)
+        yield beam.pvalue.TaggedOutput(self.USED, digest.hex())
+        data, model_tokens = cached
+        embedding = vector_of(data)
         for chunk in chunks:
             self.stat("chunks_embedded")
             self.stat("chunks_cached")
             yield beam.pvalue.TaggedOutput(
                 self.HITS,
-                _embedded(chunk, self.model_name, tuple(cached.embedding), cached.model_tokens),
+                _embedded(chunk, self.model_name, embedding, model_tokens),
             )
             yield beam.pvalue.TaggedOutput(self.EVENTS, EmbeddingReused(chunk.embed_tokens))
 
@@ -333,7 +387,9 @@ class EmbedChunks(beam.PTransform):
     Grouping by the embedded text is a shuffle: the model reads each distinct text once.
     `cached`: (text key, CachedVector) of the embedding cache, by this model: a text found there
     is not embedded again (`stat_events.EmbeddingReused`); the result's `new_vectors` are the
-    (text key, CachedVector) the model made, for the cache to keep.
+    (text key, CachedVector) the model made, for the cache to keep. Only the cached vectors of
+    this run's texts join the chunks (picked by a side input of their digests, as large as
+    what the run embeds), as float32 bytes.
     """
 
     def __init__(
@@ -348,7 +404,7 @@ class EmbedChunks(beam.PTransform):
         self.cached = cached
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
-        keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
+        keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_digest(c), c))
         hits = cache_events = used = None
         if self.cached is None:
             distinct = (
@@ -357,8 +413,12 @@ class EmbedChunks(beam.PTransform):
                 | "One chunk a text" >> beam.Map(_one_per_text)
             )
         else:
+            wanted = keyed | "Texts to embed" >> beam.Map(lambda kv: (kv[0][:WANTED_PREFIX], None))
+            usable = self.cached | "Cached vectors of these texts" >> beam.ParDo(
+                _UsableCached(), beam.pvalue.AsDict(wanted)
+            )
             looked_up = (
-                {"chunks": keyed, "cached": self.cached}
+                {"chunks": keyed, "cached": usable}
                 | "Group identical texts with the cache" >> beam.CoGroupByKey()
                 | "Use cached vectors"
                 >> beam.ParDo(_UseCache(self.model_name)).with_outputs(
