@@ -9,19 +9,20 @@ The model runs on torch (sentence-transformers) or on ONNX Runtime, float32 or i
 run: they are grouped by a hash of that text and the vector is copied to each.
 
 What the grouping shuffles is kept to what it uses: the key is the text's raw sha256 (32 bytes,
-not 64 hex digits), and on a run with cached vectors only those of this run's texts travel, each
-as float32 bytes (1,536 bytes for 384 dimensions, where Beam's coder writes a tuple of Python
-floats at 9 bytes a number).
+not 64 hex digits), and on a run with cached vectors only those of this run's texts travel (up
+to `WANTED_MAX` texts embedded), each as float32 bytes (1,536 bytes for 384 dimensions, where
+Beam's coder writes a tuple of Python floats at 9 bytes a number).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -243,6 +244,11 @@ def embedded_text_digest(chunk: Chunk) -> bytes:
 # starts so is shuffled to the join (whose key is the whole digest), any other is dropped where
 # it is read. 8 bytes: a vector of another text passes by chance once in 2**64 / texts.
 WANTED_PREFIX = 8
+# The most texts a worker holds the prefixes of (as a sorted uint64 array: 256 MB): a run that
+# embeds more (a first build with --embedding_cache, a night that changes most of the corpus)
+# joins every cached vector, as compact, rather than hold that side input on every worker.
+WANTED_MAX = 1 << 25
+_PREFIX_DTYPE = ">u8"
 VECTOR_DTYPE = "<f4"  # a vector in the join: its float32 bytes, little-endian
 
 
@@ -320,17 +326,50 @@ class _FailedBatchToRejects(Stage):
                 yield self.reject(one.source, "embedding_failed", error, one.doc_id, one.chunk_id)
 
 
+def wanted_prefixes(prefixes: Iterable[bytes], most: int = WANTED_MAX) -> np.ndarray | None:
+    """The distinct `WANTED_PREFIX`-byte prefixes, sorted, as uint64 (8 bytes each in memory,
+    where a set of bytes takes about 100); None when there are more than `most`: nothing is
+    filtered then. The iterable is read no further than that."""
+    it = iter(prefixes)
+    parts, n = [], 0
+    for batch in iter(lambda: list(itertools.islice(it, 1 << 20)), []):
+        n += len(batch)
+        if n > most:
+            return None
+        parts.append(np.frombuffer(b"".join(batch), dtype=_PREFIX_DTYPE))
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=_PREFIX_DTYPE)
+
+
+def is_wanted(digest: bytes, wanted: np.ndarray | None) -> bool:
+    """Whether `digest`'s prefix is among `wanted` (`wanted_prefixes`; None: any is)."""
+    if wanted is None:
+        return True
+    prefix = np.frombuffer(digest[:WANTED_PREFIX], dtype=_PREFIX_DTYPE)[0]
+    i = int(np.searchsorted(wanted, prefix))
+    return i < len(wanted) and wanted[i] == prefix
+
+
 class _UsableCached(Counts, beam.DoFn):
     """(text key, CachedVector) -> (text digest, (vector bytes, model tokens)) when the run
-    embeds a text of that key (`wanted`: the run's digests, cut to `WANTED_PREFIX`), else
-    nothing: the vectors of the removed and the edited texts are dropped where they are read."""
+    embeds a text of that key (`wanted`: the `WANTED_PREFIX`-byte prefixes of the run's
+    digests), else nothing: the vectors of the removed and the edited texts are dropped where
+    they are read. The prefixes are read once a window by each instance (`wanted_prefixes`);
+    past `WANTED_MAX` of them every vector is kept."""
+
+    def setup(self) -> None:
+        self._wanted: dict[Any, np.ndarray | None] = {}
 
     def process(
-        self, entry: tuple[str, CachedVector], wanted: Mapping[bytes, None]
+        self,
+        entry: tuple[str, CachedVector],
+        wanted: Iterable[bytes],
+        window: Any = beam.DoFn.WindowParam,
     ) -> Iterator[tuple[bytes, tuple[bytes, int | None]]]:
+        if window not in self._wanted:
+            self._wanted[window] = wanted_prefixes(wanted)
         key, cached = entry
         digest = bytes.fromhex(key)
-        if digest[:WANTED_PREFIX] not in wanted:
+        if not is_wanted(digest, self._wanted[window]):
             return
         data = vector_bytes(cached.embedding)
         if data is None:  # embedded again, as any other vector the run cannot use
@@ -413,9 +452,9 @@ class EmbedChunks(beam.PTransform):
                 | "One chunk a text" >> beam.Map(_one_per_text)
             )
         else:
-            wanted = keyed | "Texts to embed" >> beam.Map(lambda kv: (kv[0][:WANTED_PREFIX], None))
+            wanted = keyed | "Texts to embed" >> beam.Map(lambda kv: kv[0][:WANTED_PREFIX])
             usable = self.cached | "Cached vectors of these texts" >> beam.ParDo(
-                _UsableCached(), beam.pvalue.AsDict(wanted)
+                _UsableCached(), beam.pvalue.AsIter(wanted)
             )
             looked_up = (
                 {"chunks": keyed, "cached": usable}
