@@ -408,3 +408,60 @@ def test_deduplicated_chunks_are_in_the_cost_report() -> None:
     report = build_report(merged, Pricing(), "run")
     assert (report.chunks_deduplicated, report.deduplicated_embedded_tokens) == (2, 15)
     assert "2 chunks took the vector of another chunk" in report.markdown()
+
+
+# --- the join with the embedding cache carries only what it can use (issue 23) ---------------
+
+
+def test_only_cached_vectors_of_the_runs_texts_are_joined_as_float32_bytes() -> None:
+    from apache_beam.coders import FastPrimitivesCoder
+    from apache_beam.transforms.window import GlobalWindow
+
+    from transforms.embedding.embed import (
+        WANTED_PREFIX,
+        _UsableCached,
+        embedded_text_digest,
+        vector_bytes,
+        vector_of,
+    )
+    from transforms.embedding.models import CachedVector, text_key
+
+    chunk = make_chunk(TEXTS[0])
+    digest = embedded_text_digest(chunk)
+    assert digest.hex() == text_key(chunk.embed_text())
+    vector = tuple(np.random.default_rng(0).standard_normal(DIMENSION).astype("float32").tolist())
+    wanted = [digest[:WANTED_PREFIX]] * 2  # the side input: one prefix a chunk to embed
+    usable = _UsableCached()
+    usable.setup()
+
+    def use(entry: tuple) -> list:
+        return list(usable.process(entry, wanted, window=GlobalWindow()))
+
+    # a text of this run: its vector, exactly, as 4 bytes a number
+    ((key, (data, tokens)),) = use((digest.hex(), CachedVector(vector, 7)))
+    assert (key, tokens, vector_of(data)) == (digest, 7, vector)
+    coder = FastPrimitivesCoder()
+    assert len(coder.encode((key, (data, tokens)))) < len(coder.encode((digest.hex(), vector))) / 2
+    # a text the run does not embed (a removed document's, an edit's old text): not shuffled
+    assert use((text_key("a removed document's text"), CachedVector(vector, 7))) == []
+    # a number no float32 holds is no vector the output can take: embedded again
+    assert vector_bytes([1e300, 0.0]) is None
+    assert use((digest.hex(), CachedVector((1e300,) * 2, 1))) == []
+
+
+def test_the_prefixes_of_the_texts_to_embed_are_held_sorted_and_bounded() -> None:
+    from transforms.embedding.embed import WANTED_PREFIX, is_wanted, wanted_prefixes
+    from transforms.embedding.models import text_digest
+
+    digests = [text_digest(f"text {i}") for i in range(1000)]
+    prefixes = [d[:WANTED_PREFIX] for d in digests]
+    held = wanted_prefixes(prefixes * 2)
+    assert held is not None and len(held) == 1000 and held.nbytes == 8000
+    assert all(is_wanted(d, held) for d in digests)
+    assert not any(is_wanted(text_digest(f"other {i}"), held) for i in range(1000))
+    assert not is_wanted(digests[0], wanted_prefixes([]))
+    # more than a worker should hold: nothing is filtered, and the rest is not read
+    read = []
+    assert wanted_prefixes((read.append(p) or p for p in prefixes), most=10) is None
+    assert len(read) <= 1 << 20
+    assert is_wanted(digests[0], None)

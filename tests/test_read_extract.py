@@ -367,3 +367,21 @@ def test_a_parser_that_catches_exception_cannot_swallow_the_time_limit():
     with pytest.raises(CpuTimeUp):
         within_cpu_time(0.1, swallow_all)
     assert within_cpu_time(1.0, _spin, 0.05) > 0
+
+
+def test_the_dedupe_of_matched_files_carries_their_metadata_whole(tmp_path):
+    # issue 23: the dedupe shuffles (size, mtime), not the pickled FileMetadata
+    from apache_beam.coders import FastPrimitivesCoder
+    from apache_beam.io.filesystem import FileMetadata
+
+    from transforms.ingest.read import _compact_match, _full_match
+
+    (tmp_path / "a.md").write_text("text")
+    (matched,) = FileSystems.match([str(tmp_path / "*.md")])[0].metadata_list
+    broken = FileMetadata(str(tmp_path / "gone.md"), 0, 0.0)  # a broken symlink's
+    for metadata in (matched, broken):
+        compact = _compact_match((metadata.path, metadata))
+        assert _full_match(compact) == (metadata.path, metadata)
+        coder = FastPrimitivesCoder()
+        assert len(coder.encode(compact)) < len(coder.encode((metadata.path, metadata))) / 2
+    assert _full_match(_compact_match(("caf\\xe9.txt", None))) == ("caf\\xe9.txt", None)

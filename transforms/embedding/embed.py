@@ -7,19 +7,26 @@ little of a pass is padding. Failed batches go to the dead-letter output with th
 The model runs on torch (sentence-transformers) or on ONNX Runtime, float32 or int8
 (transforms/embedding/onnx_model.py). Chunks whose embedded text is the same are embedded once per
 run: they are grouped by a hash of that text and the vector is copied to each.
+
+What the grouping shuffles is kept to what it uses: the key is the text's raw sha256 (32 bytes,
+not 64 hex digits), and on a run with cached vectors only those of this run's texts travel (up
+to `WANTED_MAX` texts embedded), each as float32 bytes (1,536 bytes for 384 dimensions, where
+Beam's coder writes a tuple of Python floats at 9 bytes a number).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.ml.inference.base import (
     KeyedModelHandler,
     ModelHandler,
@@ -38,6 +45,7 @@ from transforms.embedding.models import (  # noqa: F401 - re-exported: callers i
     quiet_model_loading,
     read_model_info,
     resolve_model_path,
+    text_digest,
     text_key,
 )
 from transforms.stage_base import Counts, Stage
@@ -227,6 +235,37 @@ def embedded_text_key(chunk: Chunk) -> str:
     return text_key(chunk.embed_text())
 
 
+def embedded_text_digest(chunk: Chunk) -> bytes:
+    """What chunks of identical embedded texts are grouped by: `embedded_text_key` as bytes."""
+    return text_digest(chunk.embed_text())
+
+
+# Of a text's digest, what the side input of the run's texts holds: a cached vector whose key
+# starts so is shuffled to the join (whose key is the whole digest), any other is dropped where
+# it is read. 8 bytes: a vector of another text passes by chance once in 2**64 / texts.
+WANTED_PREFIX = 8
+# The most texts a worker holds the prefixes of (as a sorted uint64 array: 256 MB): a run that
+# embeds more (a first build with --embedding_cache, a night that changes most of the corpus)
+# joins every cached vector, as compact, rather than hold that side input on every worker.
+WANTED_MAX = 1 << 25
+_PREFIX_DTYPE = ">u8"
+VECTOR_DTYPE = "<f4"  # a vector in the join: its float32 bytes, little-endian
+
+
+def vector_bytes(embedding: Sequence[float]) -> bytes | None:
+    """A vector as the join carries it (`VECTOR_DTYPE`); None when a number does not fit in a
+    float32 (the output's type), which a cache file of float64 numbers could hold."""
+    vector = np.asarray(embedding, dtype=np.float64)
+    if np.any(np.abs(vector) > np.finfo(np.float32).max):
+        return None
+    return vector.astype(VECTOR_DTYPE).tobytes()
+
+
+def vector_of(data: bytes) -> tuple[float, ...]:
+    """The inverse of `vector_bytes`: the numbers as a Chunk's `embedding` holds them."""
+    return tuple(np.frombuffer(data, dtype=VECTOR_DTYPE).tolist())
+
+
 def _one_per_text(item: tuple[str, Any]) -> tuple[tuple[Chunk, ...], Chunk]:
     """(the others, the one to embed) of chunks sharing an embedded text; the first by id."""
     _, chunks = item
@@ -287,8 +326,60 @@ class _FailedBatchToRejects(Stage):
                 yield self.reject(one.source, "embedding_failed", error, one.doc_id, one.chunk_id)
 
 
+def wanted_prefixes(prefixes: Iterable[bytes], most: int = WANTED_MAX) -> np.ndarray | None:
+    """The distinct `WANTED_PREFIX`-byte prefixes, sorted, as uint64 (8 bytes each in memory,
+    where a set of bytes takes about 100); None when there are more than `most`: nothing is
+    filtered then. The iterable is read no further than that."""
+    it = iter(prefixes)
+    parts, n = [], 0
+    for batch in iter(lambda: list(itertools.islice(it, 1 << 20)), []):
+        n += len(batch)
+        if n > most:
+            return None
+        parts.append(np.frombuffer(b"".join(batch), dtype=_PREFIX_DTYPE))
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=_PREFIX_DTYPE)
+
+
+def is_wanted(digest: bytes, wanted: np.ndarray | None) -> bool:
+    """Whether `digest`'s prefix is among `wanted` (`wanted_prefixes`; None: any is)."""
+    if wanted is None:
+        return True
+    prefix = np.frombuffer(digest[:WANTED_PREFIX], dtype=_PREFIX_DTYPE)[0]
+    i = int(np.searchsorted(wanted, prefix))
+    return i < len(wanted) and wanted[i] == prefix
+
+
+class _UsableCached(Counts, beam.DoFn):
+    """(text key, CachedVector) -> (text digest, (vector bytes, model tokens)) when the run
+    embeds a text of that key (`wanted`: the `WANTED_PREFIX`-byte prefixes of the run's
+    digests), else nothing: the vectors of the removed and the edited texts are dropped where
+    they are read. The prefixes are read once a window by each instance (`wanted_prefixes`);
+    past `WANTED_MAX` of them every vector is kept."""
+
+    def setup(self) -> None:
+        self._wanted: dict[Any, np.ndarray | None] = {}
+
+    def process(
+        self,
+        entry: tuple[str, CachedVector],
+        wanted: Iterable[bytes],
+        window: Any = beam.DoFn.WindowParam,
+    ) -> Iterator[tuple[bytes, tuple[bytes, int | None]]]:
+        if window not in self._wanted:
+            self._wanted[window] = wanted_prefixes(wanted)
+        key, cached = entry
+        digest = bytes.fromhex(key)
+        if not is_wanted(digest, self._wanted[window]):
+            return
+        data = vector_bytes(cached.embedding)
+        if data is None:  # embedded again, as any other vector the run cannot use
+            self.stat("embedding_cache_entries_invalid")
+            return
+        yield digest, (data, cached.model_tokens)
+
+
 class _UseCache(Counts, beam.DoFn):
-    """(text key, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
+    """(text digest, {chunks, cached}) -> the chunks with the cached vector (`hits`), or, with
     none cached, (the others, the one to embed) for the model, as `_one_per_text` gives."""
 
     HITS = "hits"
@@ -298,22 +389,24 @@ class _UseCache(Counts, beam.DoFn):
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
 
-    def process(self, item: tuple[str, dict[str, Any]]) -> Iterator[Any]:
-        key, grouped = item
+    def process(self, item: tuple[bytes, dict[str, Any]]) -> Iterator[Any]:
+        digest, grouped = item
         chunks = list(grouped["chunks"])
         if not chunks:  # a cached text this run does not embed
             return
         cached = next(iter(grouped["cached"]), None)
         if cached is None:
-            yield _one_per_text((key, chunks))
+            yield _one_per_text((digest, chunks))
             return
-        yield beam.pvalue.TaggedOutput(self.USED, key)
+        yield beam.pvalue.TaggedOutput(self.USED, digest.hex())
+        data, model_tokens = cached
+        embedding = vector_of(data)
         for chunk in chunks:
             self.stat("chunks_embedded")
             self.stat("chunks_cached")
             yield beam.pvalue.TaggedOutput(
                 self.HITS,
-                _embedded(chunk, self.model_name, tuple(cached.embedding), cached.model_tokens),
+                _embedded(chunk, self.model_name, embedding, model_tokens),
             )
             yield beam.pvalue.TaggedOutput(self.EVENTS, EmbeddingReused(chunk.embed_tokens))
 
@@ -333,7 +426,9 @@ class EmbedChunks(beam.PTransform):
     Grouping by the embedded text is a shuffle: the model reads each distinct text once.
     `cached`: (text key, CachedVector) of the embedding cache, by this model: a text found there
     is not embedded again (`stat_events.EmbeddingReused`); the result's `new_vectors` are the
-    (text key, CachedVector) the model made, for the cache to keep.
+    (text key, CachedVector) the model made, for the cache to keep. Only the cached vectors of
+    this run's texts join the chunks (picked by a side input of their digests, as large as
+    what the run embeds), as float32 bytes.
     """
 
     def __init__(
@@ -348,7 +443,7 @@ class EmbedChunks(beam.PTransform):
         self.cached = cached
 
     def expand(self, chunks: beam.PCollection) -> EmbedResult:
-        keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_key(c), c))
+        keyed = chunks | "Key by embedded text" >> beam.Map(lambda c: (embedded_text_digest(c), c))
         hits = cache_events = used = None
         if self.cached is None:
             distinct = (
@@ -357,8 +452,12 @@ class EmbedChunks(beam.PTransform):
                 | "One chunk a text" >> beam.Map(_one_per_text)
             )
         else:
+            wanted = keyed | "Texts to embed" >> beam.Map(lambda kv: kv[0][:WANTED_PREFIX])
+            usable = self.cached | "Cached vectors of these texts" >> beam.ParDo(
+                _UsableCached(), beam.pvalue.AsIter(wanted)
+            )
             looked_up = (
-                {"chunks": keyed, "cached": self.cached}
+                {"chunks": keyed, "cached": usable}
                 | "Group identical texts with the cache" >> beam.CoGroupByKey()
                 | "Use cached vectors"
                 >> beam.ParDo(_UseCache(self.model_name)).with_outputs(

@@ -9,11 +9,11 @@ from __future__ import annotations
 import apache_beam as beam
 
 from schemas.records import Chunk
-from transforms.embedding.models import EmbeddingConfig, EmbedResult, text_key
+from transforms.embedding.models import EmbeddingConfig, EmbedResult, text_digest
 from transforms.stat_events import ChunkDeduplicated
 
 
-def _duplicates(item: tuple[str, list[Chunk]]) -> list[ChunkDeduplicated]:
+def _duplicates(item: tuple[bytes, list[Chunk]]) -> list[ChunkDeduplicated]:
     """One event for each chunk of a text but the one the run embeds (transforms.embedding.embed's
     `_one_per_text` keeps the first by id; the others' tokens are the same)."""
     _, chunks = item
@@ -48,7 +48,7 @@ class Embed(beam.PTransform):
                 return EmbedResult(chunks, None)
             events = (
                 chunks
-                | "Key by embedded text" >> beam.Map(lambda c: (text_key(c.embed_text()), c))
+                | "Key by embedded text" >> beam.Map(lambda c: (text_digest(c.embed_text()), c))
                 | "Group identical texts" >> beam.GroupByKey()
                 | "Count duplicates" >> beam.FlatMap(_duplicates)
             )

@@ -116,9 +116,14 @@ class EmbeddingConfig:
         return cls(model, info.path, info.dimension, info.max_seq_length, **settings)
 
 
+def text_digest(text: str) -> bytes:
+    """What identical embedded texts share: the sha256 of exactly what the model reads."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
 def text_key(text: str) -> str:
-    """What identical embedded texts share: a hash of exactly what the model reads."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """`text_digest` in hex: the text key the embedding cache stores."""
+    return text_digest(text).hex()
 
 
 class CachedVector(NamedTuple):
