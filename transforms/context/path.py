@@ -108,6 +108,8 @@ def entry_items(entry: str) -> list[str]:
             depth += 1
         elif c in _CLOSING:
             depth = max(depth - 1, 0)
+        elif c == ELLIPSIS:  # an item cut short (MAX_HEADING_CHARS): its brackets end there
+            depth = 0
         elif c == "," and depth == 0 and entry.startswith(", ", i):
             items.append(entry[start:i])
             start = i + 2
