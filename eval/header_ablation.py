@@ -8,10 +8,11 @@ folder being the first two), the title, the section path's headings (for code th
 class and function) and its definition terms (`transforms.ingest.definitions`: the entries at
 its end that name a definition of the document, `accumulate(iterable[, func])`). This
 rebuilds each chunk's header from the parts named in --keep, fits it to the run's budget as the
-job does (`fit_header`), embeds header + "\\n\\n" + text with the run's own model and writes OUT
-as a run (chunks/ with the job's schema, run_manifest.json, cost_report.json) that
-`corpus-chunker evaluate` scores like any other. The chunks themselves, their ids and texts,
-stay those of RUN, so the only difference between two such runs is the header.
+job does (`HeaderFitter.fit_path`, in the chunk tokenizer), embeds header + "\\n\\n" + text
+with the run's own model and writes OUT as a run (chunks/ with the job's schema,
+run_manifest.json, cost_report.json) that `corpus-chunker evaluate` scores like any other. The
+chunks themselves, their ids and texts, stay those of RUN, so the only difference between two
+such runs is the header.
 
 With the parts the run's own header holds kept (`job_parts`: every part but the folder since
 --header_folders and its default 0; every part for a run of an older config_version) the rebuilt
@@ -41,12 +42,12 @@ def header_parts(
 ) -> dict:
     """The parts of `path_header` for one chunk, each "" or a list where absent; `terms`, the
     document's definition terms, tell the section path's last entries that are terms."""
-    from transforms.context.path import _clean_heading, _same_heading, _source_tail
+    from transforms.context.path import _clean_entry, _clean_heading, _same_heading, _source_tail
 
     n_terms = 0
     while n_terms < len(sections) and sections[len(sections) - 1 - n_terms] in terms:
         n_terms += 1
-    clean = [_clean_heading(s) for s in sections]
+    clean = [", ".join(_clean_entry(s)) for s in sections]  # as path_header cleans them
     headings = [s for s in clean[: len(clean) - n_terms] if s]
     term = [s for s in clean[len(clean) - n_terms :] if s]
     tail = _source_tail(source, 3 if doc_type == "code" else 2).split("/")
@@ -96,9 +97,11 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     from schemas.records import CONTEXT_JOINER, stable_hash
     from transforms.chunking.markdown import definition_terms
     from transforms.chunking.tokens import make_tokenizer
-    from transforms.context.path import fit_header
+    from transforms.context.config import PATH_SEPARATOR
+    from transforms.context.path import HeaderFitter, entry_items
     from transforms.cost_report import report_of
     from transforms.embedding.onnx_model import load_encoder
+    from transforms.token_budget import TokenBudget
 
     unknown = keep - set(PARTS)
     if unknown:
@@ -108,6 +111,10 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     if config.get("context") != "path":
         raise SystemExit(f"eval.header_ablation: {run} has --context={config.get('context')}")
     tokenizer = make_tokenizer(config["tokenizer"], "tiktoken")
+    # the job's fitting (long items cut to one length first), in the chunk tokenizer only
+    fitter = HeaderFitter(
+        TokenBudget(config["chunk_size"], tokenizer=config["tokenizer"]), tokenizer
+    )
     table = source.read_table("chunks")
     rows = table.to_pylist()
     documents = source.read_table("documents", ["doc_id", "text"]).to_pylist()
@@ -123,8 +130,10 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"],
                              terms.get(row["doc_id"], frozenset()))  # fmt: skip
         header = ablated_header(parts, keep)
-        fitted = fit_header(header, row["text"], config["chunk_size"], tokenizer,
-                            config["context_max_tokens"]) if header else None  # fmt: skip
+        fitted = fitter.fit_path(
+            [tuple(entry_items(e)) for e in header.split(PATH_SEPARATOR)], "", row["text"],
+            max_header_tokens=config["context_max_tokens"]
+        ).context if header else None  # fmt: skip
         if checked and fitted != row["context"]:
             mismatched += 1
         contexts.append(fitted)

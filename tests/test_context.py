@@ -28,6 +28,7 @@ from transforms.common import NAMESPACE
 from transforms.context import (
     CONTEXT_JOINER,
     ELLIPSIS,
+    PATH_SEPARATOR,
     AddContext,
     ContextConfig,
     HeaderFitter,
@@ -39,8 +40,11 @@ from transforms.context import (
     llm_cost_usd,
     parse_retry_after,
     path_header,
+    path_parts,
     retry_policy,
+    table_line,
 )
+from transforms.context.path import entry_items
 from transforms.context.stage import _with_header, path_contexts
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
@@ -265,6 +269,47 @@ def test_path_header_prose_starts_with_where_the_document_is() -> None:
     assert cut is not None and cut.startswith("postgresql/sql-vacuum")
 
 
+def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
+    """A Sphinx class's signature above its methods: cut at the end, the header kept the
+    signature and lost the method; the long entries are cut to one length instead."""
+    signature = "class click.Context(" + ", ".join(f"arg{i}=None" for i in range(30)) + ")"
+    chunk = make_chunk(
+        "Invokes a command callback in exactly the way it expects.",
+        source="/docs/api.html",
+        doc_type="html",
+        title="API",
+        section_path=("API", "Context", signature, "invoke(callback, *args)"),
+    )
+    tokenizer = make_tokenizer("cl100k_base")
+    fitter = HeaderFitter(TokenBudget(chunk_size=192), tokenizer)
+    parts = path_parts(chunk)
+    assert PATH_SEPARATOR.join(", ".join(p) for p in parts) == path_header(chunk)
+    cut_at_end = fitter.fit(path_header(chunk), chunk.text, max_header_tokens=32).context
+    assert cut_at_end is not None and "invoke" not in cut_at_end
+    fitted = fitter.fit_path(parts, table_line(chunk), chunk.text, max_header_tokens=32).context
+    assert fitted is not None and tokenizer.count(fitted) <= 32
+    assert fitted.startswith("api.html > API > Context > class click.Context(arg0")
+    assert fitted.endswith(" > invoke(callback, *args)")
+    # merged siblings: each item is cut, not the list at its end
+    style = "click.style(" + ", ".join(f"arg{i}=None" for i in range(30)) + ")"
+    merged = dataclasses.replace(
+        chunk, section_path=("API", "Utilities", f"{style}, click.unstyle(text)")
+    )
+    assert entry_items(merged.section_path[-1]) == [style, "click.unstyle(text)"]
+    fitted = fitter.fit_path(path_parts(merged), "", chunk.text, max_header_tokens=32).context
+    assert fitted is not None and fitted.endswith("…, click.unstyle(text)")
+    # a header that fits is the same; one whose entries cannot be cut enough is cut at its end
+    short = make_chunk("x", source="/docs/a.html", doc_type="html", title="A", section_path=("B",))
+    assert fitter.fit_path(path_parts(short), "", "x", max_header_tokens=32).context == (
+        "a.html > A > B"
+    )
+    many = make_chunk("x", source="/docs/a.html", doc_type="html", title="A",
+                      section_path=tuple(f"Heading number {i}" for i in range(20)))  # fmt: skip
+    assert fitter.fit_path(path_parts(many), "", "x", max_header_tokens=32) == fitter.fit(
+        path_header(many), "x", max_header_tokens=32
+    )
+
+
 def test_path_header_code_uses_the_file_name() -> None:
     chunk = make_chunk(
         "def bar(): ...",
@@ -427,7 +472,8 @@ def test_headers_fitted_with_the_chunks_own_counts_are_the_same() -> None:
         fitter = HeaderFitter(TokenBudget(chunk_size=size), tokenizer)
         for chunk in chunks:
             for header, cap in ((path_header(chunk), 4), (line, None)):
-                got = _with_header(chunk, header, "path", fitter, counters, cap)
+                fitted = fitter.fit(header, chunk.text, chunk.token_count, cap)
+                got = _with_header(chunk, fitted, "path", fitter, counters)
                 alone = fit_header(header, chunk.text, size, tokenizer, cap)  # text encoded again
                 assert got.context == alone
                 outcomes.add(None if got.context is None else got.context == header)
@@ -752,13 +798,13 @@ def test_path_headers_stop_at_the_documents_time_limit(monkeypatch) -> None:
     chunks go without a header (their text kept), in order, and none is lost."""
     from transforms.context import stage
 
-    slow_header = stage.path_header
+    slow_parts = stage.path_parts
 
-    def slow(chunk: Chunk, folders: int = 0) -> str:
+    def slow(chunk: Chunk, folders: int = 0) -> list[str]:
         time.sleep(0.05)
-        return slow_header(chunk, folders)
+        return slow_parts(chunk, folders)
 
-    monkeypatch.setattr(stage, "path_header", slow)
+    monkeypatch.setattr(stage, "path_parts", slow)
     chunks = [
         dataclasses.replace(_chunk_with_headings(("Install",), "Guide"), chunk_id=f"c{i}")
         for i in range(20)

@@ -33,6 +33,8 @@ from transforms.context.path import (
     HeaderFitter,
     fit_header,
     path_header,
+    path_parts,
+    table_line,
     truncate_tokens,
 )
 from transforms.context.stage import AddContext
@@ -59,6 +61,8 @@ __all__ = [
     "make_session",
     "parse_retry_after",
     "path_header",
+    "path_parts",
     "retry_policy",
+    "table_line",
     "truncate_tokens",
 ]

@@ -4,6 +4,7 @@ header (a path or an LLM line) to fit the run's token budget in both tokenizers.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from schemas.records import CONTEXT_JOINER, Chunk
@@ -25,6 +26,17 @@ def _clean_heading(text: str) -> str:
     if cut or len(clean) > MAX_HEADING_CHARS:
         return clean[:MAX_HEADING_CHARS].rstrip() + ELLIPSIS
     return clean
+
+
+def _clean_entry(entry: str) -> tuple[str, ...]:
+    """A section path entry as its items (`entry_items`: merged siblings' headings), each
+    cleaned and held to MAX_HEADING_CHARS, so that a long signature does not hide the
+    siblings after it."""
+    return tuple(c for c in (_clean_heading(i) for i in entry_items(entry)) if c)
+
+
+def _joined(entries: list[tuple[str, ...]]) -> str:
+    return PATH_SEPARATOR.join(", ".join(items) for items in entries)
 
 
 def _same_heading(a: str, b: str) -> bool:
@@ -52,23 +64,86 @@ def path_header(chunk: Chunk, folders: int = 0) -> str:
     table (one too large for a chunk, split between rows) gets the table's header row on a
     line after the path.
     """
+    return _joined(path_parts(chunk, folders)) + table_line(chunk)
+
+
+def path_parts(chunk: Chunk, folders: int = 0) -> list[tuple[str, ...]]:
+    """The entries `path_header` joins, each as its items (`entry_items`), the items of one
+    entry joined by ", ": the place first, then the title and the sections."""
     place = _source_tail(chunk.source, folders + 1)
-    sections = [s for s in (_clean_heading(s) for s in chunk.section_path) if s]
+    sections = [s for s in (_clean_entry(s) for s in chunk.section_path) if s]
     if chunk.doc_type == "code":
-        parts = [place, *sections]
+        parts = [(place,), *sections]
     else:
-        title = _clean_heading(chunk.title or "")
-        if sections and title and _same_heading(sections[0], title):
+        title = (_clean_heading(chunk.title or ""),)
+        if sections and title[0] and _same_heading(", ".join(sections[0]), title[0]):
             sections = sections[1:]
-        parts = [place, title, *sections]
-    out: list[str] = []
+        parts = [(place,), title, *sections]
+    out: list[tuple[str, ...]] = []
     for part in parts:
-        if part and not (out and _same_heading(out[-1], part)):
+        if not any(part):
+            continue
+        if not (out and _same_heading(", ".join(out[-1]), ", ".join(part))):
             out.append(part)
-    header = PATH_SEPARATOR.join(out)
-    if chunk.table_header:  # a piece of a split table: its column names on the next line
-        header += "\n" + chunk.table_header
-    return header
+    return out
+
+
+def table_line(chunk: Chunk) -> str:
+    """A piece of a split table: its column names on a line after the path; else ""."""
+    return "\n" + chunk.table_header if chunk.table_header else ""
+
+
+# The shortest an item of a path header's entry is cut to (then the header is cut at its end).
+MIN_ITEM_CHARS = 16
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def entry_items(entry: str) -> list[str]:
+    """The items of a path entry: merged siblings' headings joined by ", " (the chunker's
+    `SIBLING_JOINER`), split at the commas outside brackets, so that a signature's parameter
+    list stays one item: "click.style(text, fg=None), click.unstyle(text)" is two."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(entry):
+        if c in _OPENING:
+            depth += 1
+        elif c in _CLOSING:
+            depth = max(depth - 1, 0)
+        elif c == ELLIPSIS:  # an item cut short (MAX_HEADING_CHARS): its brackets end there
+            depth = 0
+        elif c == "," and depth == 0 and entry.startswith(", ", i):
+            items.append(entry[start:i])
+            start = i + 2
+    items.append(entry[start:])
+    return items
+
+
+def _cut(item: str, cap: int) -> str:
+    return item if len(item) <= cap else item[:cap].rstrip() + ELLIPSIS
+
+
+def _capped(parts: list[tuple[str, ...]], tail: str, cap: int) -> str:
+    """The header of `parts` with every item after the place cut to `cap` characters."""
+    return _joined([parts[0], *(tuple(_cut(i, cap) for i in p) for p in parts[1:])]) + tail
+
+
+def balanced_header(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str], bool]) -> str:
+    """A header of `parts` with its long items (`entry_items`: a heading, a merged sibling's
+    heading) cut to one length, the longest that `fits` (an item shorter than that stays
+    whole; the place, `parts[0]`, always does): a Sphinx class's signature of hundreds of
+    characters no longer pushes the method under it, or a long signature the sibling after it,
+    out of the chunk's header. When even items of MIN_ITEM_CHARS do not fit, those, for the
+    caller to cut at the end."""
+    longest = max((len(i) for p in parts[1:] for i in p), default=0)
+    lo, hi = MIN_ITEM_CHARS, longest - 1
+    if hi < lo or not fits(_capped(parts, tail, lo)):
+        return _capped(parts, tail, min(lo, longest))
+    while lo < hi:  # the largest cap in [lo, hi] that fits
+        mid = (lo + hi + 1) // 2
+        if fits(_capped(parts, tail, mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return _capped(parts, tail, lo)
 
 
 def _clean_cut(prefix: str) -> str:
@@ -195,6 +270,28 @@ class HeaderFitter:
             return FittedHeader(None, None, shortened_for_model=True)
         pieces = self.model.count(shortened + CONTEXT_JOINER + text)
         return FittedHeader(shortened, pieces + MODEL_SPECIAL_TOKENS, shortened_for_model=True)
+
+    def fit_path(
+        self,
+        parts: list[tuple[str, ...]],
+        tail: str,
+        text: str,
+        text_tokens: int | None = None,
+        max_header_tokens: int | None = None,
+    ) -> FittedHeader:
+        """The path header of `parts` (`path_parts`) and `tail` (`table_line`) fitted before
+        `text`: whole when it fits; else with its long items cut to one length
+        (`balanced_header`), so that the deepest entry, the one that names what the chunk
+        holds, stays, and cut at its end (`fit`) when that is not enough."""
+        header = _joined(parts) + tail
+        fitted = self.fit(header, text, text_tokens, max_header_tokens)
+        if fitted.context == header or len(parts) < 2:
+            return fitted
+
+        def fits(candidate: str) -> bool:
+            return self.fit(candidate, text, text_tokens, max_header_tokens).context == candidate
+
+        return self.fit(balanced_header(parts, tail, fits), text, text_tokens, max_header_tokens)
 
 
 def truncate_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:

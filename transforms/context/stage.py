@@ -17,7 +17,7 @@ from schemas.records import Chunk, content_hash
 from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.context.config import ContextConfig
 from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
-from transforms.context.path import HeaderFitter, path_header
+from transforms.context.path import FittedHeader, HeaderFitter, path_parts, table_line
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
 
@@ -26,13 +26,11 @@ _LOG = logging.getLogger(__name__)
 
 def _with_header(
     chunk: Chunk,
-    header: str,
+    fitted: FittedHeader,
     source: str,
     fitter: HeaderFitter,
     counts: Counts,
-    max_header_tokens: int | None,
 ) -> Chunk:
-    fitted = fitter.fit(header, chunk.text, chunk.token_count, max_header_tokens)
     if fitted.shortened_for_model:
         counts.stat("headers_shortened_for_model")
     if fitted.context is None:  # the chunk alone leaves no room: the chunker ignored the budget
@@ -48,14 +46,14 @@ def _with_header(
 def _path_context(
     chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
 ) -> Chunk:
-    return _with_header(
-        chunk,
-        path_header(chunk, config.header_folders),
-        source,
-        fitter,
-        counts,
+    fitted = fitter.fit_path(
+        path_parts(chunk, config.header_folders),
+        table_line(chunk),
+        chunk.text,
+        chunk.token_count,
         config.max_header_tokens,
     )
+    return _with_header(chunk, fitted, source, fitter, counts)
 
 
 def path_contexts(
@@ -193,7 +191,8 @@ class _LLMContextFn(Counts, beam.DoFn):
                 _LOG.warning("LLM context failed for chunk %s: %s", chunk.chunk_id, outcome.error)
                 yield _path_context(chunk, self._config, self._fitter, self, "path_fallback")
             else:
-                yield _with_header(chunk, outcome.context, "llm", self._fitter, self, None)
+                fitted = self._fitter.fit(outcome.context, chunk.text, chunk.token_count)
+                yield _with_header(chunk, fitted, "llm", self._fitter, self)
 
     def teardown(self) -> None:
         executor = getattr(self, "_executor", None)
