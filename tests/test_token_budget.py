@@ -9,7 +9,7 @@ from schemas.records import Document, content_hash
 from transforms.budget import ChunkBudget
 from transforms.chunking.routing import ChunkingConfig, DocumentChunker
 from transforms.chunking.tokens import make_tokenizer
-from transforms.context import ContextConfig, HeaderFitter, fit_header, path_header
+from transforms.context import ContextConfig, HeaderFitter, path_header
 from transforms.context.stage import path_contexts
 from transforms.stage_base import Counts
 from transforms.token_budget import (
@@ -86,13 +86,18 @@ def test_the_header_is_fitted_once_for_both_tokenizers():
         assert got.context and got.context_source == "path"
         assert cl100k.count(got.embed_text()) <= SMALL_MODEL.chunk_size
         assert got.model_tokens == model.count(got.embed_text()) + 2 <= 64
-        # the same header as a fit in the chunk tokenizer, then one in word pieces
-        first = fit_header(path_header(chunk), chunk.text, 96, cl100k, 32)
-        if model.count(f"{first}\n\n{chunk.text}") + 2 > 64:
-            shortened += 1
-            assert got.context == fit_header(first, chunk.text, 62, model)
+        # the whole path when it fits both tokenizers; else a shorter one that keeps its start
+        whole = path_header(chunk)
+        fits = (
+            cl100k.count(whole) <= 32
+            and cl100k.count(f"{whole}\n\n{chunk.text}") <= 96
+            and model.count(f"{whole}\n\n{chunk.text}") + 2 <= 64
+        )
+        if fits:
+            assert got.context == whole
         else:
-            assert got.context == first
+            shortened += 1
+            assert got.context != whole and got.context.startswith("install.md > ")
     assert 0 < shortened < len(chunks)
 
 
