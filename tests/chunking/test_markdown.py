@@ -450,3 +450,20 @@ def test_a_bold_label_goes_with_the_block_after_it(cl100k) -> None:
     chunks = chunker.chunk(large)
     check_invariants(cl100k, large, chunks, 100)
     assert large[chunks[1].start :].startswith(f"{label}\n\nv0 v1")
+
+
+def test_chunks_inside_a_section_keep_its_path_after_a_small_lead_went_on_into_it(cl100k) -> None:
+    paragraphs = "\n\n".join(
+        f"NOTIFY sends a notification event. {words(40, f'p{i}')}" for i in range(4)
+    )
+    text = (
+        "# NOTIFY\n\nNOTIFY — generate a notification\n\n## Synopsis\n\nNOTIFY channel\n\n"
+        f"## Description\n\n{paragraphs}\n"
+    )
+    chunks = MarkdownChunker(cl100k, 80).chunk(text)
+    check_invariants(cl100k, text, chunks, 80)
+    assert len(chunks) >= 3
+    # the first chunk carries the small title and synopsis on into the Description; every
+    # later chunk lies wholly inside the Description and is named for it
+    assert chunks[0].start == 0
+    assert [c.section_path for c in chunks[1:]] == [("NOTIFY", "Description")] * (len(chunks) - 1)

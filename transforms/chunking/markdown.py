@@ -464,11 +464,14 @@ class MarkdownChunker(Chunker):
         current: tuple[str, ...] = ()
 
         def close() -> None:
-            nonlocal start, members
+            nonlocal start, members, path
             if start >= 0:
                 out.append(self._span(doc, start, end, sibling_path(path, members)))
             start = -1
             members = [current]
+            # the next chunk lies within the section being read: its path, not the merged one
+            # of a chunk that began before the section (a small lead carried into it)
+            path = current
 
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
@@ -542,10 +545,10 @@ class MarkdownChunker(Chunker):
                     start = -1
                     pieces = self._pieces(doc, lines, unit, lead)
                     for i, (s, e) in enumerate(pieces[:-1]):
-                        named = sibling_path(path, members) if i == 0 else path
+                        named = sibling_path(path, members) if i == 0 else current
                         out.append(self._span(doc, s, e, named))
                     if len(pieces) > 1:
-                        members = [current]
+                        members, path = [current], current
                     (start, end), bare_heading = pieces[-1], False
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
