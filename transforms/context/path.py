@@ -102,6 +102,8 @@ def entry_items(entry: str) -> list[str]:
     """The items of a path entry: merged siblings' headings joined by ", " (the chunker's
     `SIBLING_JOINER`), split at the commas outside brackets, so that a signature's parameter
     list stays one item: "click.style(text, fg=None), click.unstyle(text)" is two."""
+    if ", " not in entry:  # one item (most entries): no scan
+        return [entry]
     items, depth, start = [], 0, 0
     for i, c in enumerate(entry):
         if c in _OPENING:
@@ -172,6 +174,22 @@ HEADER_CHARS_PER_TOKEN = 16
 
 def _header_chars(tokens: int) -> int:
     return max(tokens, 1) * HEADER_CHARS_PER_TOKEN
+
+
+def header_fits(
+    header: str,
+    text: str,
+    budget: int,
+    tokenizer: Tokenizer,
+    max_header_tokens: int | None = None,
+    text_tokens: int | None = None,
+) -> bool:
+    """Whether `fit_header` would keep `header` whole before `text` (no cut)."""
+    if not header.strip() or len(header) > _header_chars(min(budget, max_header_tokens or budget)):
+        return False
+    if max_header_tokens is not None and tokenizer.count(header) > max_header_tokens:
+        return False
+    return count_with_prefix(tokenizer, header + CONTEXT_JOINER, text, text_tokens) <= budget
 
 
 def fit_header(
@@ -284,14 +302,29 @@ class HeaderFitter:
         (`balanced_header`), so that the deepest entry, the one that names what the chunk
         holds, stays, and cut at its end (`fit`) when that is not enough."""
         header = _joined(parts) + tail
-        fitted = self.fit(header, text, text_tokens, max_header_tokens)
-        if fitted.context == header or len(parts) < 2:
+        budget = self.budget
+
+        def whole(candidate: str) -> FittedHeader | None:
+            """What `fit` gives when it keeps `candidate` whole; None when it would cut it."""
+            if not header_fits(
+                candidate, text, budget.chunk_size, self.tokenizer, max_header_tokens, text_tokens
+            ):
+                return None
+            if self.model is None:
+                return FittedHeader(candidate)
+            assert budget.model_input_tokens is not None
+            pieces = self.model.count(candidate + CONTEXT_JOINER + text)
+            if pieces > budget.model_input_tokens:
+                return None
+            return FittedHeader(candidate, pieces + MODEL_SPECIAL_TOKENS)
+
+        fitted = whole(header)
+        if fitted is not None:
             return fitted
-
-        def fits(candidate: str) -> bool:
-            return self.fit(candidate, text, text_tokens, max_header_tokens).context == candidate
-
-        return self.fit(balanced_header(parts, tail, fits), text, text_tokens, max_header_tokens)
+        if len(parts) < 2:
+            return self.fit(header, text, text_tokens, max_header_tokens)
+        balanced = balanced_header(parts, tail, lambda c: whole(c) is not None)
+        return self.fit(balanced, text, text_tokens, max_header_tokens)
 
 
 def truncate_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
