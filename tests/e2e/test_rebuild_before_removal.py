@@ -29,6 +29,17 @@ def _tables(output: str) -> dict:
     return {"documents": documents, "chunks": chunks, "rejects": rejects}
 
 
+def _rebuild_as_scratch(flags: list[str], tmp_path, night1: str) -> str:
+    """A rebuild of the corpus against `night1`, checked table by table against a run from
+    scratch of the same corpus; the rebuild's output."""
+    night2 = str(tmp_path / "night2")
+    run([*flags, "--output", night2, "--previous_output", night1])
+    scratch = str(tmp_path / "scratch")
+    run([*flags, "--output", scratch])
+    assert _tables(night2) == _tables(scratch)
+    return night2
+
+
 def test_a_group_whose_boilerplate_changes_cleans_its_unchanged_documents_again(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -42,12 +53,7 @@ def test_a_group_whose_boilerplate_changes_cleans_its_unchanged_documents_again(
 
     for i in (4, 5):  # now in 4 of 6: boilerplate, to be removed from f0 and f1 too
         (corpus / f"f{i}.txt").write_text(_prose(f"f{i}", 12) + f"\n\n{FOOTER}\n")
-    night2 = str(tmp_path / "night2")
-    run([*flags, "--output", night2, "--previous_output", night1])
-    scratch = str(tmp_path / "scratch")
-    run([*flags, "--output", scratch])
-
-    assert _tables(night2) == _tables(scratch)
+    night2 = _rebuild_as_scratch(flags, tmp_path, night1)
     # a group whose lines changed is cleaned again whole (f2 and f3 too, though the new line
     # is not in them), its vectors taken from the previous run's identical texts
     r = report(night2)
@@ -83,12 +89,7 @@ def test_one_edited_record_of_a_jsonl_file_is_the_one_read_again(tmp_path):
     # and r2 is edited
     records[2]["text"] = _prose("record 2, edited", 10)
     path.write_text("".join(json.dumps(r) + "\n" for r in records[1:]))
-    night2 = str(tmp_path / "night2")
-    run([*flags, "--output", night2, "--previous_output", night1])
-    scratch = str(tmp_path / "scratch")
-    run([*flags, "--output", scratch])
-
-    assert _tables(night2) == _tables(scratch)
+    night2 = _rebuild_as_scratch(flags, tmp_path, night1)
     r = report(night2)
     assert (r["documents_in"], r["documents_chunked"], r["documents_unchanged"]) == (4, 1, 3)
     changed = {(c["source"], c["change"]) for c in rows(night2, "changes")}

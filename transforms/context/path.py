@@ -187,6 +187,19 @@ def header_fits(
     """Whether `fit_header` would keep `header` whole before `text` (no cut)."""
     if not header.strip() or len(header) > _header_chars(min(budget, max_header_tokens or budget)):
         return False
+    return _fits(header, text, budget, tokenizer, max_header_tokens, text_tokens)
+
+
+def _fits(
+    header: str,
+    text: str,
+    budget: int,
+    tokenizer: Tokenizer,
+    max_header_tokens: int | None,
+    text_tokens: int | None,
+) -> bool:
+    """Whether `header` + joiner + `text` is within `budget` tokens, and `header` alone within
+    `max_header_tokens` where given."""
     if max_header_tokens is not None and tokenizer.count(header) > max_header_tokens:
         return False
     return count_with_prefix(tokenizer, header + CONTEXT_JOINER, text, text_tokens) <= budget
@@ -212,10 +225,7 @@ def fit_header(
     header = header[: _header_chars(min(budget, max_header_tokens or budget))]
 
     def accept(candidate: str) -> bool:
-        if max_header_tokens is not None and tokenizer.count(candidate) > max_header_tokens:
-            return False
-        joined = count_with_prefix(tokenizer, candidate + CONTEXT_JOINER, text, text_tokens)
-        return joined <= budget
+        return _fits(candidate, text, budget, tokenizer, max_header_tokens, text_tokens)
 
     if accept(header):
         return header
