@@ -59,8 +59,9 @@ def path_header(chunk: Chunk, folders: int = 0) -> str:
     for code the enclosing class/function path. By default (0) no folder: on the evaluation's
     tune half with neutral folder names, a folder that names nothing cost Recall@10 and MRR@10
     (docs/evaluation.md, "no folder"); this is the header `eval.header_ablation` builds with
-    `--keep file title sections term`. The path comes first: a header cut to its budget loses
-    the deepest headings, never where the document is. A chunk that starts inside a Markdown
+    `--keep file title sections term`. The path comes first: a header over its budget has its
+    long entries cut to one length (`HeaderFitter.fit_path`), then its end, never where the
+    document is. A chunk that starts inside a Markdown
     table (one too large for a chunk, split between rows) gets the table's header row on a
     line after the path.
     """
@@ -286,18 +287,30 @@ class HeaderFitter:
         fitted = fit_header(
             header, text, budget.chunk_size, self.tokenizer, max_header_tokens, text_tokens
         )
-        if fitted is None or self.model is None:
-            return FittedHeader(fitted)
+        if fitted is None:
+            return FittedHeader(None)
+        read_whole = self._read_whole(fitted, text)
+        if read_whole is not None:
+            return read_whole
+        assert self.model is not None and budget.model_input_tokens is not None
         limit = budget.model_input_tokens
-        assert limit is not None
-        pieces = self.model.count(fitted + CONTEXT_JOINER + text)
-        if pieces <= limit:
-            return FittedHeader(fitted, pieces + MODEL_SPECIAL_TOKENS)
         shortened = fit_header(fitted, text, limit, self.model)
         if shortened is None:
             return FittedHeader(None, None, shortened_for_model=True)
         pieces = self.model.count(shortened + CONTEXT_JOINER + text)
         return FittedHeader(shortened, pieces + MODEL_SPECIAL_TOKENS, shortened_for_model=True)
+
+    def _read_whole(self, header: str, text: str) -> FittedHeader | None:
+        """`header` as it is, with the model's count of what it reads, when the model reads it
+        and `text` whole (always without a model); None when it would not."""
+        if self.model is None:
+            return FittedHeader(header)
+        limit = self.budget.model_input_tokens
+        assert limit is not None
+        pieces = self.model.count(header + CONTEXT_JOINER + text)
+        if pieces > limit:
+            return None
+        return FittedHeader(header, pieces + MODEL_SPECIAL_TOKENS)
 
     def fit_path(
         self,
@@ -320,13 +333,7 @@ class HeaderFitter:
                 candidate, text, budget.chunk_size, self.tokenizer, max_header_tokens, text_tokens
             ):
                 return None
-            if self.model is None:
-                return FittedHeader(candidate)
-            assert budget.model_input_tokens is not None
-            pieces = self.model.count(candidate + CONTEXT_JOINER + text)
-            if pieces > budget.model_input_tokens:
-                return None
-            return FittedHeader(candidate, pieces + MODEL_SPECIAL_TOKENS)
+            return self._read_whole(candidate, text)
 
         fitted = whole(header)
         if fitted is not None:
