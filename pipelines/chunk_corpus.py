@@ -48,7 +48,7 @@ from transforms.incremental import (
     stand_in_previous_run,
 )
 from transforms.ingest.extract import ExtractText
-from transforms.ingest.matching import check_patterns, has_wildcard, input_root
+from transforms.ingest.matching import check_patterns, has_wildcard
 from transforms.ingest.read import ReadDocuments
 from transforms.ingest.reread import ReadAgain
 from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
@@ -127,10 +127,7 @@ def _rebuild_changed(
     split = extracted | "Find unchanged documents" >> ReuseBeforeRemoval(
         previous, tables, lines, early_rejects
     )
-    read = config.read
-    again = split.to_read | "Read changed documents again" >> ReadAgain(
-        read.max_file_bytes, input_root(read.patterns), read.patterns
-    )
+    again = split.to_read | "Read changed documents again" >> ReadAgain(config.read)
     again_extracted = again.documents | "Extract changed documents" >> ExtractText(
         config.extract_timeout_s
     )

@@ -29,17 +29,21 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def file_of(source: str) -> str:
+    """The file a document or chunk came from: its source less a JSONL record's "#L<line>"."""
+    path, sep, line = source.rpartition("#L")
+    return path if sep and line.isdigit() else source
+
+
 def hash_extracted(doc: Document) -> str:
     """sha256 of a document as extracted: its text and every field extraction sets (its file
     and doc type included), before boilerplate removal. Two runs that give a document the same
     extracted hash and the same boilerplate lines of its group give it the same rows, but for
     the line of a JSONL record in its file ("#L<line>" in its source), which moves when a
     record before it comes or goes."""
-    path, sep, line = doc.source.rpartition("#L")
-    file = path if sep and line.isdigit() else doc.source
     fields = (
         doc.doc_id,
-        file,
+        file_of(doc.source),
         doc.doc_type,
         doc.language,
         doc.title,

@@ -419,9 +419,8 @@ def boilerplate_group(doc: Document) -> bytes | None:
     return _group_digest(doc) if _not_html(doc) else None
 
 
-def _keys_of(doc: Document, boilerplate: Mapping[bytes, Iterable[bytes]]) -> set[str]:
-    """The line keys of `doc` whose digests are boilerplate in its group."""
-    digests = set(boilerplate[_group_digest(doc)])  # a multimap: empty for another group
+def _keys_of(doc: Document, digests: set[bytes]) -> set[str]:
+    """The line keys of `doc` whose digests are among `digests` (its group's boilerplate)."""
     if not digests:
         return set()
     return {
@@ -448,10 +447,13 @@ class _RemoveLinesFn(Counts, beam.DoFn):
         if doc.doc_type == "html":
             yield doc  # never counted, never cut
             return
-        group = boilerplate_group(doc)
-        if group is not None:  # the lines it is cleaned with, for the next rebuild to compare
-            doc = replace(doc, boilerplate_digest=lines_digest(boilerplate[group]))
-        new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, boilerplate))
+        group = boilerplate_group(doc)  # None: a document that keeps its lines (PDF...)
+        digests: set[bytes] = set()
+        if group is not None:  # a multimap: empty for a group without boilerplate
+            digests = set(boilerplate[group])
+            # the lines it is cleaned with, for the next rebuild to compare
+            doc = replace(doc, boilerplate_digest=lines_digest(digests))
+        new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, digests))
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
             # removed lines, each counted alone. Never the whole document: tiktoken's

@@ -31,11 +31,11 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 from runs.manifest import CheckShards
 from runs.run_folder import previous_output_folder
 from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
-from schemas.records import Document, Reject
+from schemas.records import Document, Reject, file_of
 from transforms.boilerplate import NO_LINES, GroupDigests, boilerplate_group
 from transforms.changes import PreviousTables, Reused
 from transforms.stage_base import Counts
-from transforms.stat_events import ChunkReused, DocumentUnchanged, file_of
+from transforms.stat_events import ChunkReused, DocumentUnchanged
 
 # (stage, reason) of the rejects that may not happen again on a rerun: the document is kept
 TRANSIENT_REJECTS = frozenset({("extract", "extract_timeout")})
@@ -194,22 +194,17 @@ class ReuseChunks(beam.PTransform):
     are split where they are read, by the ids of the documents not reused (a side input as
     large as the change): no row is shuffled."""
 
-    def __init__(
-        self, not_reused_ids: beam.PCollection, moved: beam.PCollection | None = None
-    ) -> None:
+    def __init__(self, not_reused_ids: beam.PCollection, moved: beam.PCollection) -> None:
         """`moved`: (doc_id, source) of the reused documents whose source is another now."""
         super().__init__()
         self.not_reused_ids = not_reused_ids
         self.moved = moved
 
     def expand(self, previous_chunks: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        moved = self.moved
-        if moved is None:
-            moved = previous_chunks.pipeline | "Nothing moved" >> beam.Create([]).with_output_types(
-                tuple[str, str]
-            )
         return previous_chunks | "Split rows" >> beam.ParDo(
-            _RowsOfReused(), beam.pvalue.AsDict(self.not_reused_ids), beam.pvalue.AsDict(moved)
+            _RowsOfReused(),
+            beam.pvalue.AsDict(self.not_reused_ids),
+            beam.pvalue.AsDict(self.moved),
         ).with_outputs(OTHERS, main="reused")
 
 
@@ -370,9 +365,9 @@ class EarlySplit(NamedTuple):
 class ReuseBeforeRemoval(beam.PTransform):
     """Documents as extracted -> EarlySplit, against a previous run of the same config.
 
-    `ReuseUnchanged` decides on the text after boilerplate removal, which waits for the
-    corpus-wide line counts: every document waits with its text (a shuffle of the corpus on a
-    quiet night). This decides before it, on a small index: each document's extracted hash
+    A decision on the text after boilerplate removal would wait for the corpus-wide line
+    counts: every document would wait with its text (a shuffle of the corpus on a quiet
+    night). This decides before the removal, on a small index: each document's extracted hash
     and its group's boilerplate lines (a digest per group, a side input), against what the
     previous run recorded of both; every text is dropped where it was extracted. The unchanged
     documents' rows and chunks are the previous run's, read where they are; the changed ones

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from schemas.records import Chunk, Document, Reject
+from schemas.records import Chunk, Document, Reject, file_of
 
 
 class DocumentIn(NamedTuple):
@@ -120,12 +120,6 @@ def doc_event(doc: Document, strategy: str, doc_tokens: int) -> DocumentChunked:
         doc.contents_pages_removed,
         doc.index_pages_removed,
     )
-
-
-def file_of(source: str) -> str:
-    """The file a document or chunk came from: its source less a JSONL record's "#L<line>"."""
-    path, sep, line = source.rpartition("#L")
-    return path if sep and line.isdigit() else source
 
 
 def chunk_events(

@@ -14,7 +14,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes, FileMetadata
 
-from schemas.records import RawDocument, Reject
+from schemas.records import RawDocument, Reject, file_of
 from transforms.common import REJECTS
 from transforms.ingest.detect import JSONL_EXTENSIONS, extension
 from transforms.ingest.files import (
@@ -39,7 +39,7 @@ from transforms.ingest.matching import (
     utf8_path,
 )
 from transforms.stage_base import Rejection, Stage
-from transforms.stat_events import DocumentIn, FileMatched, FileSkipped, file_of
+from transforms.stat_events import DocumentIn, FileMatched, FileSkipped
 
 
 class _ReadFileFn(Stage):

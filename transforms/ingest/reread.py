@@ -18,7 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from schemas.records import RawDocument, Reject
 from transforms.common import REJECTS
-from transforms.ingest.read import _ReadFileFn
+from transforms.ingest.matching import input_root
+from transforms.ingest.read import ReadConfig, _ReadFileFn
 from transforms.stage_base import Stage
 
 GONE = "changed_during_run"  # the reason of a document the second reading does not find
@@ -82,11 +83,13 @@ class ReadAgain(beam.PTransform):
     (RawDocument) and the rejects of those that could not be (a file is read once, however
     many of its records changed)."""
 
-    def __init__(self, max_file_bytes: int, root: str, patterns: Sequence[str]) -> None:
+    def __init__(self, config: ReadConfig) -> None:
+        """`config`: the first reading's (`ReadDocuments`), so that a document is read again
+        as it was read then: the same size limit, symlink rules and ids."""
         super().__init__()
-        self.max_file_bytes = max_file_bytes
-        self.root = root
-        self.patterns = list(patterns)
+        self.max_file_bytes = config.max_file_bytes
+        self.patterns = list(config.patterns)
+        self.root = input_root(self.patterns)
 
     def expand(self, entries: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         return (
