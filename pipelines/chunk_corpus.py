@@ -43,6 +43,7 @@ from transforms.incremental import (
     PreviousRun,
     RebuildResult,
     ReuseBeforeRemoval,
+    ReuseRows,
     previous_run,
     read_previous,
     stand_in_previous_run,
@@ -119,13 +120,14 @@ def _rebuild_changed(
     The boilerplate lines are counted over every document as extracted, and the unchanged
     documents are found from their extracted hashes and their groups' lines, on a small index
     (`ReuseBeforeRemoval`); no text waits for the counts. Only the documents that changed are
-    read and extracted again, spread over the workers and cleaned.
+    read and extracted again, spread over the workers and cleaned; one whose second extraction
+    runs over its time limit keeps its previous rows, as at the first (`ReuseRows`).
     """
     lines = None
     if config.boilerplate.enabled:
         lines = extracted | "Count boilerplate lines" >> BoilerplateLines(config.boilerplate)
     split = extracted | "Find unchanged documents" >> ReuseBeforeRemoval(
-        previous, tables, lines, early_rejects
+        previous, lines, early_rejects
     )
     again = split.to_read | "Read changed documents again" >> ReadAgain(config.read)
     again_extracted = again.documents | "Extract changed documents" >> ExtractText(
@@ -134,13 +136,17 @@ def _rebuild_changed(
     changed = again_extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
         config.boilerplate, spread=True, lines=lines
     )
+    # a changed document whose second extraction ran over its time limit keeps its rows
+    rebuild = again_extracted.rejects | "Reuse unchanged rows" >> ReuseRows(
+        previous, tables, split.verdicts
+    )
     rejects = merge(
         "Early and second-reading rejects",
         early_rejects,
         again[REJECTS],
         again_extracted.rejects,
     )
-    return split.rebuild._replace(changed=changed), rejects
+    return rebuild._replace(changed=changed), rejects
 
 
 def build_pipeline(

@@ -1,8 +1,9 @@
 """A rebuild's routing (transforms/incremental.py, transforms/changes.py) on every kind of
 document at once: unchanged, edited, added, removed, retried after an embedding failure, kept
-after a transient reject, and rejected without a previous row. The decision is a join of
-(doc_id, extracted hash) pairs; the changed documents are to be read again, and the previous
-rows are routed by side inputs of ids."""
+after a transient reject (at the first reading, or at the second: an edited document whose
+extraction runs over its time limit when read again), and rejected without a previous row.
+The decision is a join of (doc_id, extracted hash) pairs; the changed documents are to be read
+again, and the previous rows are routed by side inputs of ids."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from schemas.columns import DOCUMENTS, REJECTS
 from schemas.records import Document, Reject, content_hash
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
-from transforms.incremental import PreviousRun, ReuseBeforeRemoval
+from transforms.incremental import PreviousRun, ReuseBeforeRemoval, ReuseRows
 
 
 class ChunkIds(NamedTuple):
@@ -65,8 +66,9 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     failed |= {"error": "OOM", "doc_id": "d", "chunk_id": "d-0"}
     pq.write_table(pa.Table.from_pylist([failed], schema=REJECT_SCHEMA), failures)
     current = [_doc("a", "same"), _doc("b", "edited"), _doc("c", "new"), _doc("d", "same")]
+    current.append(_doc("h", "edited"))  # its second extraction runs over the time limit
     previous_docs = [_previous_doc(i, "same") for i in ("a", "d", "e", "f")]
-    previous_docs.append(_previous_doc("b", "before"))
+    previous_docs += [_previous_doc("b", "before"), _previous_doc("h", "before")]
     documents = tmp_path / "documents.parquet"  # whole rows: a kept document's come from here
     pq.write_table(pa.Table.from_pylist(previous_docs, schema=DOCUMENT_SCHEMA), documents)
     shards = {REJECTS: (str(failures),), DOCUMENTS: (str(documents),)}
@@ -76,7 +78,7 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     previous = PreviousRun("/previous", "fp", shards=shards, checks=checks, run_id="r1")
     with pytest.raises(ValueError, match="shards without a check"):
         PreviousRun("/previous", "fp", shards=shards, run_id="r1")
-    previous_chunks = [_chunk_row(i, n) for i in ("a", "b", "d", "e", "f") for n in range(2)]
+    previous_chunks = [_chunk_row(i, n) for i in "abdefh" for n in range(2)]
     previous_chunks.remove(_chunk_row("d", 0))  # the chunk that failed to embed
     rejects = [  # f timed out (kept: the previous run holds it); g timed out, never held
         Reject("/c/f.txt", "extract", "extract_timeout", doc_id="f"),
@@ -90,13 +92,16 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
         p | "Previous chunks" >> beam.Create(previous_chunks),
     )
     rejected = p | "Rejects" >> beam.Create(rejects)
-    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, tables, None, rejected)
-    rebuild = split.rebuild
-    # the second reading gives the documents to read again (transforms/ingest/reread.py)
+    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, None, rejected)
+    # the second reading gives the documents to read again (transforms/ingest/reread.py), but h
     again = split.to_read | "Read again" >> beam.Map(lambda entry: entry[1])
     changed = docs | "Changed" >> beam.Filter(
-        lambda doc, ids: doc.doc_id in ids, beam.pvalue.AsList(again)
+        lambda doc, ids: doc.doc_id in ids and doc.doc_id != "h", beam.pvalue.AsList(again)
     )
+    late = [Reject("/c/h.txt", "extract", "extract_timeout", doc_id="h")]
+    late_rejects = p | "Second reading's rejects" >> beam.Create(late)
+    rebuild = late_rejects | "Reuse" >> ReuseRows(previous, tables, split.verdicts)
+    all_rejects = (rejected, late_rejects) | "All rejects" >> beam.Flatten()
 
     def ids(label: str, pcoll: beam.PCollection, key: str = "doc_id") -> beam.PCollection:
         return pcoll | label >> beam.Map(
@@ -104,11 +109,12 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
         )
 
     files = split.to_read | "Files" >> beam.Map(lambda entry: (entry[0], entry[1]))
-    expected_files = [(f"/c/{i}.txt", i) for i in ("b", "c", "d")]
+    expected_files = [(f"/c/{i}.txt", i) for i in "bcdh"]
     assert_that(files, equal_to(expected_files), label="to read")
-    assert_that(ids("Reused", rebuild.unchanged), equal_to(["a", "f"]), label="reused")
+    assert_that(ids("Reused", rebuild.unchanged), equal_to(["a", "f", "h"]), label="reused")
     reused_rows = ids("Reused rows", rebuild.reused_rows, "chunk_id")
-    assert_that(reused_rows, equal_to(["a-0", "a-1", "f-0", "f-1"]), label="reused rows")
+    expected_rows = ["a-0", "a-1", "f-0", "f-1", "h-0", "h-1"]
+    assert_that(reused_rows, equal_to(expected_rows), label="reused rows")
     other_rows = ids("Other rows", rebuild.other_rows, "chunk_id")
     others = ["b-0", "b-1", "d-1", "e-0", "e-1"]
     assert_that(other_rows, equal_to(others), label="other rows")
@@ -116,7 +122,7 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     # the change log: the reused documents' rows made where they are, the others joined
     new_chunks = [("b", "b-0"), ("b", "b-9"), ("c", "c-0"), ("d", "d-0"), ("d", "d-1")]
     chunks = p | "New chunks" >> beam.Create([ChunkIds(d, c) for d, c in new_chunks])
-    changes = ChangeInputs(changed, chunks, rejected) | "Changes" >> ChangeLog(
+    changes = ChangeInputs(changed, chunks, all_rejects) | "Changes" >> ChangeLog(
         tables, rebuild.reused
     )
     summary = changes.rows | "Summary" >> beam.Map(
@@ -129,9 +135,10 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
         ("d", "changed", ["d-0"], []),
         ("e", "removed", [], ["e-0", "e-1"]),
         ("f", "kept", [], []),
+        ("h", "kept", [], []),
     ]
     assert_that(summary, equal_to(expected), label="change rows")
     events = changes.events | "Kinds" >> beam.Map(lambda e: e.change)
-    kinds = ["unchanged", "changed", "added", "changed", "removed", "kept"]
+    kinds = ["unchanged", "changed", "added", "changed", "removed", "kept", "kept"]
     assert_that(events, equal_to(kinds), label="change events")
     p.run().wait_until_finish()

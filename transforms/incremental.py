@@ -8,8 +8,9 @@ The decision is made on that small index before boilerplate removal (`ReuseBefor
 so no text waits for the corpus-wide line counts; the documents that changed are read and
 extracted again (transforms/ingest/reread.py). A document the previous run holds that is
 rejected this time for a reason that may pass (TRANSIENT_REJECTS: its extraction ran over the
-time limit, say on a busy night) is kept: the previous run's document row and chunks are
-carried over, beside its reject row, so that the index does not lose it for one night. A
+time limit, say on a busy night, at the first reading or the second) is kept: the previous
+run's document row and chunks are carried over, beside its reject row, so that the index does
+not lose it for one night. A
 previous run of another config reuses no chunk, but still gives the change log
 (transforms/changes.py) and the vectors of identical embedded texts (the embedding cache,
 transforms/embedding/embed.py).
@@ -358,8 +359,8 @@ KEPT = "kept"
 class EarlySplit(NamedTuple):
     # (file, doc_id, source) of this run's documents that changed: to read again, clean and chunk
     to_read: beam.PCollection
-    # what the rebuild reuses, its `changed` left to the second reading (None here)
-    rebuild: RebuildResult
+    # the index join's verdicts on the documents that changed (`ReuseRows` takes them)
+    verdicts: beam.pvalue.DoOutputsTuple
 
 
 class ReuseBeforeRemoval(beam.PTransform):
@@ -369,16 +370,16 @@ class ReuseBeforeRemoval(beam.PTransform):
     counts: every document would wait with its text (a shuffle of the corpus on a quiet
     night). This decides before the removal, on a small index: each document's extracted hash
     and its group's boilerplate lines (a digest per group, a side input), against what the
-    previous run recorded of both; every text is dropped where it was extracted. The unchanged
-    documents' rows and chunks are the previous run's, read where they are; the changed ones
-    are read again by path (transforms/ingest/reread.py) and only they are cleaned, chunked
-    and embedded. The price: reading and extracting the changed documents twice.
+    previous run recorded of both; every text is dropped where it was extracted. The changed
+    documents are read again by path (transforms/ingest/reread.py) and only they are cleaned,
+    chunked and embedded; `ReuseRows` then takes the unchanged documents' rows and chunks from
+    the previous run, read where they are. The price: reading and extracting the changed
+    documents twice.
     """
 
     def __init__(
         self,
         previous: PreviousRun,
-        tables: PreviousTables,
         lines: beam.PCollection | None,
         rejects: beam.PCollection,
     ) -> None:
@@ -386,7 +387,6 @@ class ReuseBeforeRemoval(beam.PTransform):
         if not previous.reusable:
             raise ValueError(f"{previous.output}: another config's run reuses nothing")
         self.previous = previous
-        self.tables = tables
         self.lines = lines  # (group, line) digests of this run's boilerplate; None: none
         self.rejects = rejects  # this run's rejects so far: its transient ones are kept
 
@@ -426,7 +426,39 @@ class ReuseBeforeRemoval(beam.PTransform):
                 TO_READ, KEPT_IDS, MOVED, main=NOT_REUSED_IDS
             )
         )
-        not_reused_ids = verdicts[NOT_REUSED_IDS]
+        return EarlySplit(verdicts[TO_READ], verdicts)
+
+
+def _not_late(pair: tuple[str, bool], late: Mapping[str, bool]) -> Iterator[tuple[str, bool]]:
+    if pair[0] not in late:
+        yield pair
+
+
+class ReuseRows(beam.PTransform):
+    """The rejects of the second reading -> RebuildResult: the previous run's rows and chunks
+    of the documents `ReuseBeforeRemoval` found unchanged, and of those kept.
+
+    Kept: the documents rejected this run for a reason that may pass (TRANSIENT_REJECTS),
+    whether at the first reading (the index join's verdict) or at the second (a changed
+    document whose extraction ran over its time limit when read again: its previous rows are
+    carried over, as they would be had the first reading timed out)."""
+
+    def __init__(
+        self, previous: PreviousRun, tables: PreviousTables, verdicts: beam.pvalue.DoOutputsTuple
+    ) -> None:
+        super().__init__()
+        self.previous = previous
+        self.tables = tables
+        self.verdicts = verdicts
+
+    def expand(self, late_rejects: beam.PCollection) -> RebuildResult:
+        p = late_rejects.pipeline
+        verdicts = self.verdicts
+        late = late_rejects | "Late transient rejects" >> beam.FlatMap(_transient_id)
+        not_reused_ids = verdicts[NOT_REUSED_IDS] | "Less the late kept" >> beam.FlatMap(
+            _not_late, beam.pvalue.AsDict(late)
+        )
+        kept_ids = (verdicts[KEPT_IDS], late) | "Kept ids" >> beam.Flatten()
         moved = beam.pvalue.AsDict(verdicts[MOVED])
         previous_docs = (
             p
@@ -435,7 +467,7 @@ class ReuseBeforeRemoval(beam.PTransform):
             >> beam.ParDo(
                 _SplitPrevious(),
                 beam.pvalue.AsDict(not_reused_ids),
-                beam.pvalue.AsDict(verdicts[KEPT_IDS]),
+                beam.pvalue.AsDict(kept_ids),
                 moved,
             ).with_outputs(KEPT, main="unchanged")
         )
@@ -446,7 +478,7 @@ class ReuseBeforeRemoval(beam.PTransform):
             unchanged | "Unchanged events" >> beam.Map(_unchanged_event),
             copied.reused | "Reused events" >> beam.Map(_reused_event),
         ) | "Rebuild events" >> beam.Flatten()
-        rebuild = RebuildResult(
+        return RebuildResult(
             None,
             reused,
             copied.reused,
@@ -454,4 +486,3 @@ class ReuseBeforeRemoval(beam.PTransform):
             copied[OTHERS],
             Reused(unchanged, kept, not_reused_ids),
         )
-        return EarlySplit(verdicts[TO_READ], rebuild)
