@@ -49,7 +49,7 @@ from transforms.incremental import (
     stand_in_previous_run,
 )
 from transforms.ingest.extract import ExtractText
-from transforms.ingest.matching import check_patterns, has_wildcard
+from transforms.ingest.matching import check_patterns, has_wildcard, input_root
 from transforms.ingest.read import ReadDocuments
 from transforms.ingest.reread import ReadAgain
 from transforms.write import REUSED_CHUNK_ROWS, SHARD_NAME, WriteShards
@@ -127,7 +127,7 @@ def _rebuild_changed(
     if config.boilerplate.enabled:
         lines = extracted | "Count boilerplate lines" >> BoilerplateLines(config.boilerplate)
     split = extracted | "Find unchanged documents" >> ReuseBeforeRemoval(
-        previous, lines, early_rejects
+        previous, lines, early_rejects, input_root(config.read.patterns)
     )
     again = split.to_read | "Read changed documents again" >> ReadAgain(config.read)
     again_extracted = again.documents | "Extract changed documents" >> ExtractText(

@@ -23,7 +23,13 @@ from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from schemas.columns import DOCUMENTS, REJECTS
 from schemas.records import Document, Reject, content_hash
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
-from transforms.incremental import PreviousRun, ReuseBeforeRemoval, ReuseRows
+from transforms.incremental import (
+    PreviousRun,
+    ReuseBeforeRemoval,
+    ReuseRows,
+    _from_root,
+    _full_source,
+)
 
 
 class ChunkIds(NamedTuple):
@@ -92,7 +98,8 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
         p | "Previous chunks" >> beam.Create(previous_chunks),
     )
     rejected = p | "Rejects" >> beam.Create(rejects)
-    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, None, rejected)
+    # the index carries each source after the input root, /c: the verdicts give it whole
+    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, None, rejected, "/c")
     # the second reading gives the documents to read again (transforms/ingest/reread.py), but h
     again = split.to_read | "Read again" >> beam.Map(lambda entry: entry[1])
     changed = docs | "Changed" >> beam.Filter(
@@ -108,8 +115,8 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
             lambda x: x[key] if isinstance(x, dict) else getattr(x, key)
         )
 
-    files = split.to_read | "Files" >> beam.Map(lambda entry: (entry[0], entry[1]))
-    expected_files = [(f"/c/{i}.txt", i) for i in "bcdh"]
+    files = split.to_read | "Files" >> beam.Map(lambda entry: entry)
+    expected_files = [(f"/c/{i}.txt", i, f"/c/{i}.txt") for i in "bcdh"]
     assert_that(files, equal_to(expected_files), label="to read")
     assert_that(ids("Reused", rebuild.unchanged), equal_to(["a", "f", "h"]), label="reused")
     reused_rows = ids("Reused rows", rebuild.reused_rows, "chunk_id")
@@ -142,3 +149,19 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     kinds = ["unchanged", "changed", "added", "changed", "removed", "kept", "kept"]
     assert_that(events, equal_to(kinds), label="change events")
     p.run().wait_until_finish()
+
+
+@pytest.mark.parametrize(
+    ("source", "root", "carried"),
+    [
+        ("gs://bucket/corpus/a/b.md", "gs://bucket/corpus", "/a/b.md"),
+        ("/data/x.jsonl#L7", "/data", "/x.jsonl#L7"),
+        ("/elsewhere/y.txt", "/data", "\0/elsewhere/y.txt"),  # outside the root: whole
+        ("/data/z.txt", "", "/data/z.txt"),  # no root: whole
+    ],
+)
+def test_the_index_carries_a_source_after_the_input_root(
+    source: str, root: str, carried: str
+) -> None:
+    assert _from_root(source, root) == carried
+    assert _full_source(carried, root) == source

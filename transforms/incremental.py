@@ -234,7 +234,7 @@ class RebuildResult(NamedTuple):
     reused: Reused | None = None
 
 
-INDEX_HASH_BYTES = 16  # of a sha256 hex digest in the index: what the decision compares
+INDEX_HASH_BYTES = 12  # of a sha256 hex digest in the index: what the decision compares
 SOURCE_DIGEST_BYTES = 8  # of a previous source: only compared, within one doc_id
 
 
@@ -263,6 +263,21 @@ def _source_digest(source: str) -> bytes:
     ).digest()
 
 
+def _from_root(source: str, root: str) -> str:
+    """A source as the index carries it: after the input root the job reads (most of a long
+    `gs://bucket/corpus/...` path is that root); a source outside it, whole, after a NUL."""
+    if not root:
+        return source
+    return source[len(root) :] if source.startswith(root) else "\0" + source
+
+
+def _full_source(carried: str, root: str) -> str:
+    """The source `_from_root` carried."""
+    if not root:
+        return carried
+    return carried[1:] if carried.startswith("\0") else root + carried
+
+
 TO_READ = "to_read"  # the tag of the (file, doc_id, source) of each document to read again
 MOVED = "moved"  # the tag of (doc_id, source) of a reused JSONL record on another line now
 
@@ -279,6 +294,9 @@ class _DecideExtracted(beam.DoFn):
     last time and its group's boilerplate lines are the ones it was cleaned with: then its rows
     would be the previous run's. An unchanged document, the bulk of a night, gets no verdict."""
 
+    def __init__(self, root: str = "") -> None:
+        self.root = root  # the input root the current sources are carried after
+
     def process(self, item: tuple[str | bytes, dict], groups: Mapping[bytes, str]) -> Iterator:
         key, grouped = item
         doc_id = _doc_id(key)
@@ -289,7 +307,10 @@ class _DecideExtracted(beam.DoFn):
             set() if failed else {(extracted, digest) for extracted, digest, _ in previous}
         )
         previous_sources = {source for _, _, source in previous}
-        current = list(grouped["current"])
+        current = [
+            (extracted, group, _full_source(source, self.root))
+            for extracted, group, source in grouped["current"]
+        ]
         if current:
             versions = [
                 (extracted, b"" if group is None else _short(groups.get(group, NO_LINES)))
@@ -311,12 +332,12 @@ class _DecideExtracted(beam.DoFn):
 
 
 def _extracted_index(
-    doc: Document, cleaned: bool
+    doc: Document, cleaned: bool, root: str = ""
 ) -> tuple[str | bytes, tuple[bytes, bytes | None, str]]:
-    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source)),
-    ids and hashes as bytes; `cleaned`: whether boilerplate is removed at all."""
+    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source
+    after `root`)), ids and hashes as bytes; `cleaned`: whether boilerplate is removed at all."""
     group = boilerplate_group(doc) if cleaned else None
-    return _index_key(doc.doc_id), (_short(doc.extracted_hash), group, doc.source)
+    return _index_key(doc.doc_id), (_short(doc.extracted_hash), group, _from_root(doc.source, root))
 
 
 def _previous_extracted(row: dict) -> tuple[str | bytes, tuple[bytes, bytes, bytes]]:
@@ -382,6 +403,7 @@ class ReuseBeforeRemoval(beam.PTransform):
         previous: PreviousRun,
         lines: beam.PCollection | None,
         rejects: beam.PCollection,
+        root: str = "",
     ) -> None:
         super().__init__()
         if not previous.reusable:
@@ -389,6 +411,7 @@ class ReuseBeforeRemoval(beam.PTransform):
         self.previous = previous
         self.lines = lines  # (group, line) digests of this run's boilerplate; None: none
         self.rejects = rejects  # this run's rejects so far: its transient ones are kept
+        self.root = root  # the input root (transforms/ingest/matching.py): sources are after it
 
     def expand(self, docs: beam.PCollection) -> EarlySplit:
         p = docs.pipeline
@@ -397,7 +420,8 @@ class ReuseBeforeRemoval(beam.PTransform):
         else:
             groups = p | "No boilerplate" >> beam.Create([]).with_output_types(tuple[bytes, str])
         index = {
-            "current": docs | "Index current" >> beam.Map(_extracted_index, self.lines is not None),
+            "current": docs
+            | "Index current" >> beam.Map(_extracted_index, self.lines is not None, self.root),
             "previous": (
                 p
                 | "Read previous index"
@@ -422,7 +446,7 @@ class ReuseBeforeRemoval(beam.PTransform):
             index
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Decide"
-            >> beam.ParDo(_DecideExtracted(), beam.pvalue.AsDict(groups)).with_outputs(
+            >> beam.ParDo(_DecideExtracted(self.root), beam.pvalue.AsDict(groups)).with_outputs(
                 TO_READ, KEPT_IDS, MOVED, main=NOT_REUSED_IDS
             )
         )
