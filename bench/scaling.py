@@ -145,7 +145,7 @@ class Timing:
 
     def line(self) -> str:
         text = (
-            f"{self.name:<34} {self.seconds:6.1f} s {self.items / self.seconds:6.1f} {self.unit}/s"
+            f"{self.name:<34} {self.seconds:6.2f} s {self.items / self.seconds:6.1f} {self.unit}/s"
         )
         if self.startup:
             steady = self.items / (self.seconds - self.startup)

@@ -29,9 +29,11 @@ from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from runs.manifest import REPORT_FILES
 from runs.run_folder import RunFolder, previous_output_folder
-from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
+from schemas.columns import BOILERPLATE, CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.account import Account, AccountInputs, run_manifest
-from transforms.boilerplate import BoilerplateLines, RemoveBoilerplate
+from transforms.boilerplate import CountLines, DecideLines, RemoveBoilerplate
+from transforms.boilerplate_delta import REJECTED as REGROUP_REJECTED
+from transforms.boilerplate_delta import AsRecorded, LinesOfRejects, UpdateCounts
 from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
 from transforms.chunking.routing import ChunkDocuments
@@ -40,6 +42,11 @@ from transforms.context import AddContext
 from transforms.cost_report import CostReport
 from transforms.embedding.embed_stage import Embed
 from transforms.incremental import (
+    KEPT_IDS,
+    MOVED,
+    NOT_REUSED_IDS,
+    TRANSIENT_REJECTS,
+    UNCOUNTED,
     PreviousRun,
     RebuildResult,
     ReuseBeforeRemoval,
@@ -113,40 +120,73 @@ def _rebuild_changed(
     previous: PreviousRun,
     tables: PreviousTables,
     early_rejects: beam.PCollection,
-) -> tuple[RebuildResult, beam.PCollection]:
+) -> tuple[RebuildResult, beam.PCollection, beam.PCollection | None]:
     """A rebuild against a previous run of this config: (what it reuses, with the changed
-    documents cleaned of their boilerplate; every reject so far).
+    documents cleaned of their boilerplate; every reject so far; the `boilerplate` table's
+    rows, None with --boilerplate off).
 
-    The boilerplate lines are counted over every document as extracted, and the unchanged
-    documents are found from their extracted hashes and their groups' lines, on a small index
-    (`ReuseBeforeRemoval`); no text waits for the counts. Only the documents that changed are
-    read and extracted again, spread over the workers and cleaned; one whose second extraction
-    runs over its time limit keeps its previous rows, as at the first (`ReuseRows`).
+    The unchanged documents are found from their extracted hashes on a small index
+    (`ReuseBeforeRemoval`); no text waits for boilerplate counts. Only the documents that
+    changed are read and extracted again; their lines, and those the previous run recorded of
+    what changed or went, update the previous run's counts (`UpdateCounts`), and a group whose
+    boilerplate lines change has its other documents read again too. Those are spread over the
+    workers and cleaned. A document whose extraction runs over its time limit when read again
+    keeps its previous rows, as at the first reading (`ReuseRows`).
     """
-    lines = None
-    if config.boilerplate.enabled:
-        lines = extracted | "Count boilerplate lines" >> BoilerplateLines(config.boilerplate)
+    counted = config.boilerplate.enabled
     split = extracted | "Find unchanged documents" >> ReuseBeforeRemoval(
-        previous, lines, early_rejects, input_root(config.read.patterns)
+        previous, counted, early_rejects, input_root(config.read.patterns)
     )
     again = split.to_read | "Read changed documents again" >> ReadAgain(config.read)
     again_extracted = again.documents | "Extract changed documents" >> ExtractText(
         config.extract_timeout_s
     )
-    changed = again_extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+    to_clean = again_extracted.documents
+    late_rejects = [again_extracted.rejects]  # their transient ones keep their rows
+    other_rejects: list[beam.PCollection] = [again[REJECTS]]
+    lines, regrouped_ids, rows = None, None, None
+    if counted:
+        verdicts = split.verdicts
+        decided = (
+            split.to_read | "Ids read again" >> beam.Map(_id_of_entry),
+            verdicts[NOT_REUSED_IDS],
+            verdicts[KEPT_IDS],
+        ) | "Documents decided" >> beam.Flatten()
+        update = again_extracted.documents | "Update boilerplate counts" >> UpdateCounts(
+            previous, config.boilerplate, verdicts[UNCOUNTED], decided, verdicts[MOVED]
+        )
+        lines, regrouped_ids, rows = update.lines, update.regrouped_ids, update.rows
+        regroup = update.regroup | "Read regrouped documents again" >> ReadAgain(config.read)
+        regroup_extracted = regroup.documents | "Extract regrouped documents" >> ExtractText(
+            config.extract_timeout_s
+        )
+        as_recorded = regroup_extracted.documents | "As recorded" >> AsRecorded(update.expected)
+        to_clean = merge("Changed and regrouped documents", to_clean, as_recorded.documents)
+        late_rejects.append(regroup_extracted.rejects)
+        regroup_rejects = merge(
+            "Regrouped documents' rejects",
+            regroup[REJECTS],
+            regroup_extracted.rejects,
+            as_recorded[REGROUP_REJECTED],
+        ) | "Lines of regrouped rejects" >> LinesOfRejects(update.expected, TRANSIENT_REJECTS)
+        other_rejects.append(regroup_rejects)
+    changed = to_clean | "Remove boilerplate" >> RemoveBoilerplate(
         config.boilerplate, spread=True, lines=lines
     )
-    # a changed document whose second extraction ran over its time limit keeps its rows
-    rebuild = again_extracted.rejects | "Reuse unchanged rows" >> ReuseRows(
-        previous, tables, split.verdicts
+    rebuild = merge("Late rejects", *late_rejects) | "Reuse unchanged rows" >> ReuseRows(
+        previous, tables, split.verdicts, regrouped_ids
     )
     rejects = merge(
-        "Early and second-reading rejects",
+        "Early and later reading rejects",
         early_rejects,
-        again[REJECTS],
         again_extracted.rejects,
+        *other_rejects,
     )
-    return rebuild._replace(changed=changed), rejects
+    return rebuild._replace(changed=changed), rejects, rows
+
+
+def _id_of_entry(entry: tuple[str, str, str]) -> tuple[str, bool]:
+    return entry[1], True
 
 
 def build_pipeline(
@@ -184,13 +224,19 @@ def build_pipeline(
     tables = read_previous(p, previous) if previous is not None else None
     # documents rejected at reading or extraction for a reason that may pass are kept
     early_rejects = merge("Early rejects", read.rejects, extracted.rejects)
+    boilerplate_rows = None
     if previous is not None and previous.reusable and tables is not None:
-        rebuild, early_rejects = _rebuild_changed(
+        rebuild, early_rejects, boilerplate_rows = _rebuild_changed(
             config, extracted.documents, previous, tables, early_rejects
         )
     else:
+        lines = None
+        if config.boilerplate.enabled:
+            counts = extracted.documents | "Count boilerplate lines" >> CountLines()
+            lines = counts | "Boilerplate lines" >> DecideLines(config.boilerplate)
+            boilerplate_rows = counts.rows()
         documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
-            config.boilerplate, spread=True
+            config.boilerplate, spread=True, lines=lines
         )
         # nothing is reused but, from another config's run, the vectors of identical texts
         other_rows = tables.chunks if tables is not None else None
@@ -234,6 +280,8 @@ def build_pipeline(
     tables_out = {CHUNKS: chunks, DOCUMENTS: documents, REJECTS: rejects, CHANGES: changes.rows}
     if rebuild.reused_rows is not None:  # Beam takes no None in a dict of inputs
         tables_out[REUSED_CHUNK_ROWS] = rebuild.reused_rows
+    if boilerplate_rows is not None:
+        tables_out[BOILERPLATE] = boilerplate_rows
     written = tables_out | "Write tables" >> WriteShards(
         write_to, config.written_embedding_dim, write_chunks=not config.estimate
     )

@@ -6,7 +6,16 @@ import dataclasses
 
 import pyarrow as pa
 
-from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS, Column, column_names, schema
+from schemas.columns import (
+    BOILERPLATE,
+    CHANGES,
+    CHUNKS,
+    DOCUMENTS,
+    REJECTS,
+    Column,
+    column_names,
+    schema,
+)
 from schemas.records import Chunk, Document, Reject
 
 
@@ -25,6 +34,7 @@ CHUNK_COLUMNS = column_names(CHUNKS)
 DOCUMENT_SCHEMA = schema(DOCUMENTS)
 REJECT_SCHEMA = schema(REJECTS)
 CHANGE_SCHEMA = schema(CHANGES)
+BOILERPLATE_SCHEMA = schema(BOILERPLATE)
 
 
 def document_row(doc: Document) -> dict:

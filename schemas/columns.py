@@ -16,7 +16,10 @@ CHUNKS = "chunks"
 DOCUMENTS = "documents"
 REJECTS = "rejects"
 CHANGES = "changes"
-TABLES = (CHUNKS, DOCUMENTS, REJECTS, CHANGES)
+# Each group's boilerplate line counts: what a rebuild updates with the lines of the documents
+# that changed, instead of counting every document again (transforms/boilerplate_delta.py).
+BOILERPLATE = "boilerplate"
+TABLES = (CHUNKS, DOCUMENTS, REJECTS, CHANGES, BOILERPLATE)
 # The --embedding_cache folder's files (not a table of a run folder).
 EMBEDDING_CACHE = "embedding_cache"
 # What a run took from the embedding cache: one row per text whose cached vector it used.
@@ -148,6 +151,13 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             "empty for HTML, PDF, DOCX and PPTX, which keep their lines",
             False,
         ),
+        _c(
+            "line_digests",
+            pa.binary(),
+            "the 8-byte digests of its distinct line keys as extracted, sorted, end to end: "
+            "what it adds to its group's boilerplate counts; null when it adds nothing (HTML, "
+            "PDF, DOCX, PPTX, --boilerplate off, or rows kept from a run it was not read in)",
+        ),
     ),
     REJECTS: (
         _SHARED["source"],
@@ -156,6 +166,12 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c("stage", pa.string(), "read, extract, chunk or embed", False),
         _c("reason", pa.string(), "short machine-readable reason, e.g. invalid_utf8", False),
         _c("error", pa.string(), "excerpt of the error message", False),
+        _c(
+            "line_digests",
+            pa.binary(),
+            "a document rejected after its lines were counted for boilerplate (at chunking): "
+            "those lines, as documents.line_digests; null otherwise",
+        ),
     ),
     CHANGES: (
         _SHARED["doc_id"],
@@ -180,6 +196,27 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             pa.list_(pa.string()),
             "chunk ids of a changed document that both runs hold (same text, so the same id; "
             "offsets, section path or header may differ): a store upserts them too",
+            False,
+        ),
+    ),
+    BOILERPLATE: (
+        _c(
+            "group",
+            pa.binary(),
+            "8-byte digest of a boilerplate group: a folder, or a JSONL file",
+            False,
+        ),
+        _c(
+            "line",
+            pa.binary(),
+            "8-byte digest of a line key; empty: the row counts the group's documents",
+            False,
+        ),
+        _c(
+            "docs",
+            pa.int64(),
+            "documents of the group that hold the line (empty line: documents of the group "
+            "counted; HTML, PDF, DOCX and PPTX never are)",
             False,
         ),
     ),

@@ -104,6 +104,9 @@ class Document:
     # hash of the document as extracted, and the digest of its group's boilerplate lines
     extracted_hash: str = ""
     boilerplate_digest: str = ""
+    # what it added to its group's boilerplate counts (None: nothing), for a rebuild to update
+    # the counts with (transforms/boilerplate_delta.py)
+    line_digests: bytes | None = None
 
 
 @documented(CHUNKS)
@@ -162,6 +165,7 @@ class Reject:
     error: str = ""
     doc_id: str | None = None
     chunk_id: str | None = None
+    line_digests: bytes | None = None  # a counted document's lines (documents.line_digests)
 
     @classmethod
     def of_error(

@@ -20,15 +20,20 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from runs.manifest import file_entry
 from schemas.arrow import DOCUMENT_SCHEMA, REJECT_SCHEMA
-from schemas.columns import DOCUMENTS, REJECTS
+from schemas.columns import BOILERPLATE, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject, content_hash
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
 from transforms.incremental import (
+    KEPT_IDS,
+    TO_READ,
+    UNCOUNTED,
     PreviousRun,
     ReuseBeforeRemoval,
     ReuseRows,
+    _DecideExtracted,
     _from_root,
     _full_source,
+    _source_digest,
 )
 
 
@@ -99,7 +104,7 @@ def test_every_kind_of_document_is_routed_as_a_join_of_whole_documents_would(
     )
     rejected = p | "Rejects" >> beam.Create(rejects)
     # the index carries each source after the input root, /c: the verdicts give it whole
-    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, None, rejected, "/c")
+    split = docs | "Rebuild" >> ReuseBeforeRemoval(previous, False, rejected, "/c")
     # the second reading gives the documents to read again (transforms/ingest/reread.py), but h
     again = split.to_read | "Read again" >> beam.Map(lambda entry: entry[1])
     changed = docs | "Changed" >> beam.Filter(
@@ -165,3 +170,49 @@ def test_the_index_carries_a_source_after_the_input_root(
 ) -> None:
     assert _from_root(source, root) == carried
     assert _full_source(carried, root) == source
+
+
+def _decide(grouped: dict) -> dict:
+    """`_DecideExtracted`'s verdicts on one doc_id, by tag."""
+    entry = {"current": [], "previous": [], "counted_reject": [], "embed_failed": []}
+    entry["transient"] = []
+    out: dict = {}
+    for verdict in _DecideExtracted().process((b"\x01" * 16, {**entry, **grouped})):
+        tag = verdict.tag if isinstance(verdict, beam.pvalue.TaggedOutput) else "not_reused"
+        out.setdefault(tag, []).append(verdict)
+    return out
+
+
+def test_the_lines_a_previous_run_counted_come_off_unless_the_document_is_the_same() -> None:
+    s = _source_digest("/c/a.txt")
+    same = {"current": [(b"h", True, "/c/a.txt")], "previous": [(b"h", True, s)]}
+    assert _decide(same) == {}  # unchanged: no verdict
+    edited = {"current": [(b"h2", True, "/c/a.txt")], "previous": [(b"h", True, s)]}
+    assert set(_decide(edited)) == {TO_READ, UNCOUNTED, "not_reused"}
+    # kept last time (its row not counted): read again, and counted as it is now
+    uncounted_row = {"current": [(b"h", True, "/c/a.txt")], "previous": [(b"h", False, s)]}
+    assert set(_decide(uncounted_row)) == {TO_READ, "not_reused"}
+    gone = {"previous": [(b"h", True, s)]}
+    assert set(_decide(gone)) == {UNCOUNTED, "not_reused"}
+    kept = {"previous": [(b"h", True, s)], "transient": [True]}
+    assert set(_decide(kept)) == {UNCOUNTED, KEPT_IDS}
+    # rejected at chunking last time: no row, its lines on its reject
+    rejected_then_gone = {"counted_reject": [True]}
+    assert set(_decide(rejected_then_gone)) == {UNCOUNTED}
+    rejected_then_read = {"current": [(b"h", True, "/c/a.txt")], "counted_reject": [True]}
+    assert set(_decide(rejected_then_read)) == {TO_READ, UNCOUNTED}
+
+
+def test_a_run_without_boilerplate_counts_is_chunked_again(monkeypatch, caplog) -> None:
+    """A run an older version wrote has no counts to update: nothing of it is reused but its
+    vectors (the chunk ids stay the same, so no vector store rewrites a row)."""
+    from transforms import incremental
+
+    older = PreviousRun("/previous", "fp", shards={DOCUMENTS: (), REJECTS: ()}, run_id="r1")
+    monkeypatch.setattr(incremental, "load_previous_run", lambda output: older)
+    previous = incremental.previous_run("/previous", "fp")
+    assert previous is not None and not previous.reusable
+    assert "without boilerplate counts" in caplog.text
+    current = dataclasses.replace(older, shards={**older.shards, BOILERPLATE: ()})
+    monkeypatch.setattr(incremental, "load_previous_run", lambda output: current)
+    assert incremental.previous_run("/previous", "fp").reusable

@@ -97,7 +97,7 @@ def _boilerplate_counts(line: str) -> tuple[int, int]:
         assert_that(cleaned, equal_to(own))
 
     _, measured = _run(build)
-    return measured["Remove boilerplate/Boilerplate lines/Count documents per line"]
+    return measured["Remove boilerplate/Boilerplate lines/Count/Count documents per line"]
 
 
 def test_the_boilerplate_counts_shuffle_digests_whatever_the_line_length() -> None:

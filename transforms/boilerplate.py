@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import apache_beam as beam
 
@@ -45,7 +46,11 @@ def line_key(line: str) -> str | None:
 
 def group_of(doc: Document) -> str:
     """The group a document is compared within: its source folder, or its JSONL file."""
-    source = doc.source
+    return group_of_source(doc.source)
+
+
+def group_of_source(source: str) -> str:
+    """`group_of` a document of this source."""
     record_file, n = _JSONL_RECORD_SUFFIX.subn("", source)
     if n:
         return record_file
@@ -396,6 +401,17 @@ def _group_digest(doc: Document) -> bytes:
     return digest(group_of(doc))
 
 
+def line_digests_of(doc: Document) -> bytes:
+    """The digests of `doc`'s distinct line keys, sorted, end to end: what it adds to its
+    group's counts (`documents.line_digests`)."""
+    return b"".join(sorted({digest(key) for key in candidate_keys(doc)}))
+
+
+def split_digests(lines: bytes) -> list[bytes]:
+    """`line_digests_of`'s digests, one by one."""
+    return [lines[i : i + DIGEST_BYTES] for i in range(0, len(lines), DIGEST_BYTES)]
+
+
 def _boilerplate_entry(
     entry: tuple[bytes, int],
     docs_in_group: Mapping[bytes, int],
@@ -455,8 +471,10 @@ class _RemoveLinesFn(Counts, beam.DoFn):
         digests: set[bytes] = set()
         if group is not None:  # a multimap: empty for a group without boilerplate
             digests = set(boilerplate[group])
-            # the lines it is cleaned with, for the next rebuild to compare
-            doc = replace(doc, boilerplate_digest=lines_digest(digests))
+            # the lines it is cleaned with, and those it counted for, for the next rebuild
+            doc = replace(
+                doc, boilerplate_digest=lines_digest(digests), line_digests=line_digests_of(doc)
+            )
         new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, digests))
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
@@ -489,38 +507,87 @@ class _RemoveLinesFn(Counts, beam.DoFn):
             return None
 
 
+def _pair_digests(doc: Document) -> Iterator[bytes]:
+    """`_group_line_pairs` of a document that is counted (not HTML, PDF, DOCX or PPTX)."""
+    if _not_html(doc):
+        yield from _group_line_pairs(doc)
+
+
+def _group_of_counted(doc: Document) -> Iterator[bytes]:
+    if _not_html(doc):
+        yield _group_digest(doc)
+
+
+def count_row(key: bytes, docs: int) -> dict:
+    """A row of the `boilerplate` table: a group's count of one line (a key of group + line
+    digests) or of its documents (the group's digest alone)."""
+    return {"group": key[:DIGEST_BYTES], "line": key[DIGEST_BYTES:], "docs": docs}
+
+
+class LineCounts(NamedTuple):
+    pairs: beam.PCollection  # (group + line digests, documents holding the line)
+    groups: beam.PCollection  # (group digest, documents counted in it)
+
+    def rows(self) -> beam.PCollection:
+        """The `boilerplate` table's rows (dicts) of these counts."""
+        return (
+            (self.pairs, self.groups)
+            | "Count rows" >> beam.Flatten()
+            | "As rows" >> (beam.MapTuple(count_row))
+        )
+
+
+class CountLines(beam.PTransform):
+    """PCollection[Document] -> LineCounts: per (group, line key), the documents holding the
+    line, and per group its documents (a combine of digests). HTML, PDF, DOCX and PPTX are
+    left out (their extraction removed their boilerplate)."""
+
+    def expand(self, docs: beam.PCollection) -> LineCounts:
+        groups = (
+            docs
+            | "Group of each document" >> beam.FlatMap(_group_of_counted).with_output_types(bytes)
+            | "Count documents per group" >> beam.combiners.Count.PerElement()
+        )
+        pairs = (
+            docs
+            | "Distinct line keys per document"
+            >> beam.FlatMap(_pair_digests).with_output_types(bytes)
+            | "Count documents per line" >> beam.combiners.Count.PerElement()
+        )
+        return LineCounts(pairs, groups)
+
+
+class DecideLines(beam.PTransform):
+    """LineCounts -> PCollection[(group digest, line digest)]: the boilerplate lines of every
+    group, each line decided against its group's size (a side input), so no step gathers a
+    group's lines: a flat folder of many documents is no larger a group than any other."""
+
+    def __init__(self, config: BoilerplateConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def expand(self, counts: LineCounts) -> beam.PCollection:
+        return (
+            counts.pairs
+            | "Keep lines in min_docs documents" >> beam.Filter(_enough_docs, self.config.min_docs)
+            | "Decide boilerplate lines"
+            >> beam.FlatMap(
+                _boilerplate_entry, beam.pvalue.AsDict(counts.groups), self.config
+            ).with_output_types(tuple[bytes, bytes])
+        )
+
+
 class BoilerplateLines(beam.PTransform):
     """PCollection[Document] -> PCollection[(group digest, line digest)]: the boilerplate lines
-    of every group.
-
-    Counts, per (group, line key), the documents holding the line (a combine of digests), and
-    decides each line against its group's size (a side input), so no step gathers a group's
-    lines: a flat folder of many documents is no larger a group than any other. HTML, PDF,
-    DOCX and PPTX are left out of the counts (their extraction removed their boilerplate).
-    """
+    of every group (`CountLines`, then `DecideLines`)."""
 
     def __init__(self, config: BoilerplateConfig) -> None:
         super().__init__()
         self.config = config
 
     def expand(self, docs: beam.PCollection) -> beam.PCollection:
-        others = docs | "Leave HTML out of the counts" >> beam.Filter(_not_html)
-        docs_in_group = (
-            others
-            | "Group of each document" >> beam.Map(_group_digest).with_output_types(bytes)
-            | "Count documents per group" >> beam.combiners.Count.PerElement()
-        )
-        return (
-            others
-            | "Distinct line keys per document"
-            >> beam.FlatMap(_group_line_pairs).with_output_types(bytes)
-            | "Count documents per line" >> beam.combiners.Count.PerElement()
-            | "Keep lines in min_docs documents" >> beam.Filter(_enough_docs, self.config.min_docs)
-            | "Decide boilerplate lines"
-            >> beam.FlatMap(
-                _boilerplate_entry, beam.pvalue.AsDict(docs_in_group), self.config
-            ).with_output_types(tuple[bytes, bytes])
-        )
+        counts = docs | "Count" >> CountLines()
+        return counts | "Decide" >> DecideLines(self.config)
 
 
 class RemoveBoilerplate(beam.PTransform):

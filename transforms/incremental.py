@@ -31,9 +31,9 @@ from apache_beam.io.parquetio import ReadAllFromParquet
 
 from runs.manifest import CheckShards
 from runs.run_folder import previous_output_folder
-from schemas.columns import CHUNKS, DOCUMENTS, REJECTS
+from schemas.columns import BOILERPLATE, CHUNKS, DOCUMENTS, REJECTS
 from schemas.records import Document, Reject, file_of
-from transforms.boilerplate import NO_LINES, GroupDigests, boilerplate_group
+from transforms.boilerplate import boilerplate_group
 from transforms.changes import PreviousTables, Reused
 from transforms.stage_base import Counts
 from transforms.stat_events import ChunkReused, DocumentUnchanged
@@ -132,6 +132,14 @@ def previous_run(output: str | None, fingerprint: str) -> PreviousRun | None:
             previous.output,
             previous.fingerprint,
             fingerprint,
+        )
+        return dataclasses.replace(previous, reusable=False)
+    if BOILERPLATE not in previous.shards:
+        logging.warning(
+            "--previous_output %s was written by an older version of corpus-chunker, without "
+            "boilerplate counts to update: every document is chunked again (the chunk ids stay "
+            "the same, and the vectors of texts that stay the same are reused)",
+            previous.output,
         )
         return dataclasses.replace(previous, reusable=False)
     return previous
@@ -282,40 +290,42 @@ TO_READ = "to_read"  # the tag of the (file, doc_id, source) of each document to
 MOVED = "moved"  # the tag of (doc_id, source) of a reused JSONL record on another line now
 
 
+UNCOUNTED = "uncounted"  # the tag of (doc_id, True): previous documents whose lines come off
+
+
 class _DecideExtracted(beam.DoFn):
-    """(doc_id, {current: (extracted hash, group or None, source), previous: (extracted hash,
-    boilerplate digest, source), embed_failed, transient}) and the digest of each group's
-    boilerplate lines -> the doc_id under the verdicts that concern what changed: `to_read`,
-    (file, doc_id, source) of this run's documents that changed (edited, added, retried after
-    an embedding failure, or in a group whose boilerplate lines changed); `kept_ids` (rejected
-    this run for a transient reason, the previous run's rows carried over); `moved` (a reused
-    JSONL record on another line); and `not_reused_ids` (main: the previous run's documents
-    whose rows are not copied). A document is unchanged when extraction gave it what it gave
-    last time and its group's boilerplate lines are the ones it was cleaned with: then its rows
-    would be the previous run's. An unchanged document, the bulk of a night, gets no verdict."""
+    """(doc_id, {current: (extracted hash, counted, source), previous: (extracted hash,
+    counted, source digest), counted_reject, embed_failed, transient}) -> the doc_id under the
+    verdicts that concern what changed: `to_read`, (file, doc_id, source) of this run's
+    documents that changed (edited, added, retried after an embedding failure or a rejection
+    at chunking, or not counted for boilerplate last time); `kept_ids` (rejected this run for a
+    transient reason, the previous run's rows carried over); `moved` (a reused JSONL record on
+    another line); `uncounted` (previous documents whose lines the previous run counted for
+    boilerplate and this run does not count as they were: changed, removed, kept or
+    rejected); and `not_reused_ids` (main: the previous run's documents whose rows are not
+    copied). A document is unchanged when extraction gave it what it gave last time and it was
+    counted for boilerplate as it is now; then its rows are the previous run's unless its
+    group's boilerplate lines changed (transforms/boilerplate_delta.py decides that). An
+    unchanged document, the bulk of a night, gets no verdict."""
 
     def __init__(self, root: str = "") -> None:
         self.root = root  # the input root the current sources are carried after
 
-    def process(self, item: tuple[str | bytes, dict], groups: Mapping[bytes, str]) -> Iterator:
+    def process(self, item: tuple[str | bytes, dict]) -> Iterator:
         key, grouped = item
         doc_id = _doc_id(key)
         previous = list(grouped["previous"])
         # a document some of whose chunks failed to embed last time is rebuilt
         failed = bool(list(grouped["embed_failed"]))
-        previous_keys = (
-            set() if failed else {(extracted, digest) for extracted, digest, _ in previous}
-        )
+        previous_keys = set() if failed else {(extracted, c) for extracted, c, _ in previous}
         previous_sources = {source for _, _, source in previous}
+        counted_before = any(c for _, c, _ in previous) or bool(list(grouped["counted_reject"]))
         current = [
-            (extracted, group, _full_source(source, self.root))
-            for extracted, group, source in grouped["current"]
+            (extracted, counted, _full_source(source, self.root))
+            for extracted, counted, source in grouped["current"]
         ]
         if current:
-            versions = [
-                (extracted, b"" if group is None else _short(groups.get(group, NO_LINES)))
-                for extracted, group, _ in current
-            ]
+            versions = [(extracted, counted) for extracted, counted, _ in current]
             reused = all(version in previous_keys for version in versions)
             if not reused:
                 for _, _, source in current:
@@ -325,27 +335,42 @@ class _DecideExtracted(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(MOVED, (doc_id, current[0][2]))
         else:
             reused = bool(previous) and bool(list(grouped["transient"]))
-            if reused:
+            if reused:  # kept, but not counted: a scratch run would not have read it
                 yield beam.pvalue.TaggedOutput(KEPT_IDS, (doc_id, True))
+        if counted_before and not (current and reused):
+            yield beam.pvalue.TaggedOutput(UNCOUNTED, (doc_id, True))
         if previous and not reused:
             yield doc_id, True
 
 
 def _extracted_index(
-    doc: Document, cleaned: bool, root: str = ""
-) -> tuple[str | bytes, tuple[bytes, bytes | None, str]]:
-    """(doc_id, (extracted hash, the group whose lines are removed from it or None, source
-    after `root`)), ids and hashes as bytes; `cleaned`: whether boilerplate is removed at all."""
-    group = boilerplate_group(doc) if cleaned else None
-    return _index_key(doc.doc_id), (_short(doc.extracted_hash), group, _from_root(doc.source, root))
+    doc: Document, counted: bool, root: str = ""
+) -> tuple[str | bytes, tuple[bytes, bool, str]]:
+    """(doc_id, (extracted hash, whether its lines are counted for boilerplate, source after
+    `root`)), ids and hashes as bytes; `counted`: whether boilerplate is removed at all."""
+    counted = bool(counted) and boilerplate_group(doc) is not None
+    return _index_key(doc.doc_id), (
+        _short(doc.extracted_hash),
+        counted,
+        _from_root(doc.source, root),
+    )
 
 
-def _previous_extracted(row: dict) -> tuple[str | bytes, tuple[bytes, bytes, bytes]]:
-    """(doc_id, (extracted hash, boilerplate digest, digest of the source)) of a previous
-    document row, as `_extracted_index` gives them."""
-    digest = _short(row["boilerplate_digest"])  # b"" where it keeps its lines
-    index = (_short(row["extracted_hash"]), digest, _source_digest(row["source"]))
+def _previous_extracted(row: dict) -> tuple[str | bytes, tuple[bytes, bool, bytes]]:
+    """(doc_id, (extracted hash, whether its lines were counted, digest of the source)) of a
+    previous document row, as `_extracted_index` gives them."""
+    index = (
+        _short(row["extracted_hash"]),
+        row["line_digests"] is not None,
+        _source_digest(row["source"]),
+    )
     return _index_key(row["doc_id"]), index
+
+
+def _counted_reject(row: dict) -> Iterator[tuple[str | bytes, bool]]:
+    """A previous reject of a document whose lines were counted (rejected at chunking)."""
+    if row["line_digests"] is not None and row["doc_id"]:
+        yield _index_key(row["doc_id"]), True
 
 
 def _keyed(pair: tuple[str, bool]) -> tuple[str | bytes, bool]:
@@ -354,7 +379,8 @@ def _keyed(pair: tuple[str, bool]) -> tuple[str | bytes, bool]:
 
 class _SplitPrevious(Counts, beam.DoFn):
     """A previous document row -> its Document, unchanged (main) or `kept`, unless its id is
-    among those not reused."""
+    among those not reused. A kept document whose lines came off its group's counts
+    (`uncounted`) is written as not counted, so that the next rebuild counts it again."""
 
     def process(
         self,
@@ -362,12 +388,15 @@ class _SplitPrevious(Counts, beam.DoFn):
         not_reused: Mapping[str, bool],
         kept: Mapping[str, bool],
         moved: Mapping[str, str],
+        uncounted: Mapping[str, bool],
     ) -> Iterator:
         doc_id = row["doc_id"]
         if doc_id in not_reused:
             return
         doc = Document(**{**row, "source": moved.get(doc_id, row["source"])})
         if doc_id in kept:
+            if doc_id in uncounted:
+                doc = dataclasses.replace(doc, line_digests=None)
             yield beam.pvalue.TaggedOutput(KEPT, doc)
         else:
             self.stat("documents_unchanged")
@@ -390,18 +419,20 @@ class ReuseBeforeRemoval(beam.PTransform):
     A decision on the text after boilerplate removal would wait for the corpus-wide line
     counts: every document would wait with its text (a shuffle of the corpus on a quiet
     night). This decides before the removal, on a small index: each document's extracted hash
-    and its group's boilerplate lines (a digest per group, a side input), against what the
-    previous run recorded of both; every text is dropped where it was extracted. The changed
-    documents are read again by path (transforms/ingest/reread.py) and only they are cleaned,
-    chunked and embedded; `ReuseRows` then takes the unchanged documents' rows and chunks from
-    the previous run, read where they are. The price: reading and extracting the changed
-    documents twice.
+    and whether its lines are counted for boilerplate, against what the previous run recorded;
+    every text is dropped where it was extracted. The changed documents are read again by path
+    (transforms/ingest/reread.py); their lines, and those the previous run counted of the
+    documents that changed or went, update the previous run's boilerplate counts
+    (transforms/boilerplate_delta.py), and the unchanged documents of a group whose
+    boilerplate lines changed are read again too. Only those are cleaned, chunked and
+    embedded; `ReuseRows` takes the others' rows and chunks from the previous run, read where
+    they are. The price: reading and extracting the changed documents twice.
     """
 
     def __init__(
         self,
         previous: PreviousRun,
-        lines: beam.PCollection | None,
+        counted: bool,
         rejects: beam.PCollection,
         root: str = "",
     ) -> None:
@@ -409,30 +440,29 @@ class ReuseBeforeRemoval(beam.PTransform):
         if not previous.reusable:
             raise ValueError(f"{previous.output}: another config's run reuses nothing")
         self.previous = previous
-        self.lines = lines  # (group, line) digests of this run's boilerplate; None: none
+        self.counted = counted  # whether lines are counted for boilerplate (--boilerplate on)
         self.rejects = rejects  # this run's rejects so far: its transient ones are kept
         self.root = root  # the input root (transforms/ingest/matching.py): sources are after it
 
     def expand(self, docs: beam.PCollection) -> EarlySplit:
         p = docs.pipeline
-        if self.lines is not None:
-            groups = self.lines | "Boilerplate of each group" >> GroupDigests()
-        else:
-            groups = p | "No boilerplate" >> beam.Create([]).with_output_types(tuple[bytes, str])
+        previous_rejects = p | "Read previous rejects" >> self.previous.read_table(
+            REJECTS, ["doc_id", "stage", "line_digests"]
+        )
         index = {
             "current": docs
-            | "Index current" >> beam.Map(_extracted_index, self.lines is not None, self.root),
+            | "Index current" >> beam.Map(_extracted_index, self.counted, self.root),
             "previous": (
                 p
                 | "Read previous index"
                 >> self.previous.read_table(
-                    DOCUMENTS, ["doc_id", "extracted_hash", "boilerplate_digest", "source"]
+                    DOCUMENTS, ["doc_id", "extracted_hash", "line_digests", "source"]
                 )
                 | "Index previous" >> beam.Map(_previous_extracted)
             ),
+            "counted_reject": previous_rejects | "Counted rejects" >> beam.FlatMap(_counted_reject),
             "embed_failed": (
-                p
-                | "Read previous rejects" >> self.previous.read_table(REJECTS, ["doc_id", "stage"])
+                previous_rejects
                 | "Embedding failures" >> beam.FlatMap(_embed_failure)
                 | "Key failures" >> beam.Map(_keyed)
             ),
@@ -446,8 +476,8 @@ class ReuseBeforeRemoval(beam.PTransform):
             index
             | "Join on doc_id" >> beam.CoGroupByKey()
             | "Decide"
-            >> beam.ParDo(_DecideExtracted(self.root), beam.pvalue.AsDict(groups)).with_outputs(
-                TO_READ, KEPT_IDS, MOVED, main=NOT_REUSED_IDS
+            >> beam.ParDo(_DecideExtracted(self.root)).with_outputs(
+                TO_READ, KEPT_IDS, MOVED, UNCOUNTED, main=NOT_REUSED_IDS
             )
         )
         return EarlySplit(verdicts[TO_READ], verdicts)
@@ -468,18 +498,31 @@ class ReuseRows(beam.PTransform):
     carried over, as they would be had the first reading timed out)."""
 
     def __init__(
-        self, previous: PreviousRun, tables: PreviousTables, verdicts: beam.pvalue.DoOutputsTuple
+        self,
+        previous: PreviousRun,
+        tables: PreviousTables,
+        verdicts: beam.pvalue.DoOutputsTuple,
+        regrouped: beam.PCollection | None = None,
     ) -> None:
+        """`regrouped`: (doc_id, True) of the unchanged documents read again because their
+        group's boilerplate lines changed (their rows are not copied)."""
         super().__init__()
         self.previous = previous
         self.tables = tables
         self.verdicts = verdicts
+        self.regrouped = regrouped
 
     def expand(self, late_rejects: beam.PCollection) -> RebuildResult:
         p = late_rejects.pipeline
         verdicts = self.verdicts
         late = late_rejects | "Late transient rejects" >> beam.FlatMap(_transient_id)
-        not_reused_ids = verdicts[NOT_REUSED_IDS] | "Less the late kept" >> beam.FlatMap(
+        not_reused_ids = verdicts[NOT_REUSED_IDS]
+        if self.regrouped is not None:
+            not_reused_ids = (
+                not_reused_ids,
+                self.regrouped,
+            ) | "Changed and regrouped" >> beam.Flatten()
+        not_reused_ids = not_reused_ids | "Less the late kept" >> beam.FlatMap(
             _not_late, beam.pvalue.AsDict(late)
         )
         kept_ids = (verdicts[KEPT_IDS], late) | "Kept ids" >> beam.Flatten()
@@ -493,6 +536,7 @@ class ReuseRows(beam.PTransform):
                 beam.pvalue.AsDict(not_reused_ids),
                 beam.pvalue.AsDict(kept_ids),
                 moved,
+                beam.pvalue.AsDict(verdicts[UNCOUNTED]),
             ).with_outputs(KEPT, main="unchanged")
         )
         unchanged, kept = previous_docs.unchanged, previous_docs[KEPT]

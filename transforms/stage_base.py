@@ -7,6 +7,7 @@ output (`common.REJECTS`), never a failed job and never a silent drop.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
@@ -67,6 +68,16 @@ class Counts:
         return state
 
 
+def _with_lines(out: beam.pvalue.TaggedOutput, element: Any) -> beam.pvalue.TaggedOutput:
+    """The reject of a whole document whose lines were counted for boilerplate (a document
+    that fails chunking) keeps them: a rebuild takes them off its group's counts."""
+    lines = getattr(element, "line_digests", None)
+    reject = out.value
+    if lines is None or reject.chunk_id is not None or reject.doc_id != element.doc_id:
+        return out
+    return beam.pvalue.TaggedOutput(out.tag, dataclasses.replace(reject, line_digests=lines))
+
+
 class Stage(Counts, beam.DoFn):
     """A DoFn whose work is `process_one(element)`; what it yields goes out as it is.
 
@@ -90,12 +101,12 @@ class Stage(Counts, beam.DoFn):
         try:
             yield from self.process_one(element)
         except Rejection as r:
-            yield self.rejected(r, element)
+            yield _with_lines(self.rejected(r, element), element)
         except WorkerFailure:
             raise
         except Exception as e:  # one input's failure is a reject, never a failed job
             source, doc_id = self.identify(element)
-            yield self.reject(source, self.FAILED, e, doc_id)
+            yield _with_lines(self.reject(source, self.FAILED, e, doc_id), element)
 
     def reject(
         self,

@@ -16,6 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import StaticValueProvider
 
 from schemas.arrow import (
+    BOILERPLATE_SCHEMA,
     CHANGE_SCHEMA,
     DOCUMENT_SCHEMA,
     REJECT_SCHEMA,
@@ -24,7 +25,7 @@ from schemas.arrow import (
     document_row,
     reject_row,
 )
-from schemas.columns import CHANGES, CHUNKS, DOCUMENTS, REJECTS
+from schemas.columns import BOILERPLATE, CHANGES, CHUNKS, DOCUMENTS, REJECTS
 from transforms.stage_base import Counts
 
 # The chunk rows of unchanged documents, copied from --previous_output into chunks/ as they are.
@@ -247,6 +248,11 @@ class WriteShards(beam.PTransform):
                 chunk_rows = (chunk_rows, reused) | "New and reused chunk rows" >> beam.Flatten()
             writes.append(chunk_rows)
             others.append(tables[CHANGES] | "Change rows" >> beam.Map(lambda r: (CHANGES, r)))
+            schemas[BOILERPLATE] = BOILERPLATE_SCHEMA  # an empty table with --boilerplate off
+            if BOILERPLATE in tables:
+                others.append(
+                    tables[BOILERPLATE] | "Boilerplate rows" >> beam.Map(lambda r: (BOILERPLATE, r))
+                )
         writes.append(others | "Other rows" >> beam.Flatten())
         return tuple(writes) | "Tables" >> WriteTables(self.output, schemas)
 

@@ -128,7 +128,8 @@ def test_an_edit_keeps_the_ids_of_the_chunks_it_did_not_touch():
 def test_chunk_documents_transform_with_a_failing_document():
     good = doc(TEXT, doc_id="good")
     broken = Document("bad", "/c/bad", "text", 12345, "h")  # not a string: the chunker raises
-    empty = Document("empty", "/c/empty", "text", "", "h")
+    # a document counted for boilerplate keeps its lines on its reject (a rebuild takes them off)
+    empty = Document("empty", "/c/empty", "text", "", "h", line_digests=b"8 bytes!")
     with TestPipeline() as p:
         result = (
             p
@@ -141,8 +142,13 @@ def test_chunk_documents_transform_with_a_failing_document():
             label="chunked",
         )
         assert_that(
-            result.rejects | beam.Map(lambda r: (r.doc_id, r.stage, r.reason)),
-            equal_to([("bad", "chunk", "chunk_failed"), ("empty", "chunk", "no_chunks")]),
+            result.rejects | beam.Map(lambda r: (r.doc_id, r.stage, r.reason, r.line_digests)),
+            equal_to(
+                [
+                    ("bad", "chunk", "chunk_failed", None),
+                    ("empty", "chunk", "no_chunks", b"8 bytes!"),
+                ]
+            ),
             label="rejects",
         )
 

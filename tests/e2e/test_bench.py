@@ -361,12 +361,19 @@ def test_shuffle(tmp_path: Path) -> None:
     assert index_pairs == 40 and index_bytes / index_pairs < 200
     # the previous chunk rows are split where they are read, by the ids of the edited and the
     # removed document (and the record that moved up a line in its JSONL file): none is shuffled
-    assert rebuild["Find unchanged documents/Reuse chunks/Split rows (side input)"][1] == 3
+    assert rebuild["Reuse unchanged rows/Reuse chunks/Split rows (side input)"][1] == 3
     assert not [stage for stage in rebuild if "Reuse chunks/Join" in stage]
     # the change log joins only what was not reused, without text
     assert rebuild["Changes/Join on doc_id"][0] < build["Changes/Join on doc_id"][0] / 3
     # the record ids and the boilerplate lines are grouped as ids and digests
     ids_bytes, records = build["Read documents/One record an id/Group by id"]
     assert records == 4 and ids_bytes / records < 200
-    lines_bytes, pairs = build["Remove boilerplate/Boilerplate lines/Count documents per line"]
+    lines_bytes, pairs = build["Count boilerplate lines/Count documents per line"]
     assert pairs > 0 and lines_bytes / pairs < 40
+    # a rebuild counts no line again: only the change of the counts is shuffled (the edited,
+    # added and removed documents' lines, +1 or -1 each), and joined with the previous counts
+    # of the groups it touches
+    assert "Count boilerplate lines/Count documents per line" not in rebuild
+    delta_bytes, delta_pairs = rebuild["Update boilerplate counts/Sum per line"]
+    assert delta_bytes < lines_bytes / 2
+    assert 0 < delta_pairs < pairs / 2

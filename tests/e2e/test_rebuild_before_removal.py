@@ -1,7 +1,9 @@
 """A rebuild decides which documents changed before their boilerplate is removed
-(transforms/incremental.py, ReuseBeforeRemoval), reads only those again, and gives the tables
-a run from scratch gives: when a group's boilerplate lines change under documents that did
-not, when one record of a JSONL file is edited, and when a file goes between the readings."""
+(transforms/incremental.py, ReuseBeforeRemoval), reads only those again, updates the previous
+run's boilerplate counts with their lines (transforms/boilerplate_delta.py), and gives the
+tables a run from scratch gives, the counts included: when a group's boilerplate lines change
+under documents that did not (a line in more documents, in fewer, or a group grown past a
+line's share), when one record of a JSONL file is edited, and night after night."""
 
 import json
 import shutil
@@ -26,7 +28,8 @@ def _tables(output: str) -> dict:
     documents = sorted(rows(output, "documents"), key=lambda r: r["doc_id"])
     chunks = sorted(rows(output, "chunks"), key=lambda r: r["chunk_id"])
     rejects = sorted(rows(output, "rejects"), key=lambda r: (r["source"], r["reason"]))
-    return {"documents": documents, "chunks": chunks, "rejects": rejects}
+    counts = sorted(rows(output, "boilerplate"), key=lambda r: (r["group"], r["line"]))
+    return {"documents": documents, "chunks": chunks, "rejects": rejects, "boilerplate": counts}
 
 
 def _rebuild_as_scratch(flags: list[str], tmp_path, night1: str) -> str:
@@ -117,3 +120,77 @@ def test_a_run_with_nothing_changed_reads_nothing_again_and_copies_every_row(tmp
     assert (r["documents_chunked"], r["documents_unchanged"]) == (0, 3)
     assert all(row["boilerplate_lines_removed"] == 1 for row in rows(night2, "documents"))
     shutil.rmtree(night1)
+
+
+def _folder(tmp_path, n: int, with_footer: int):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(n):
+        footer = f"\n\n{FOOTER}\n" if i < with_footer else "\n"
+        (corpus / f"f{i}.txt").write_text(_prose(f"f{i}", 12) + footer)
+    return corpus
+
+
+def _removed(output: str) -> dict:
+    return {
+        r["source"].rsplit("/", 1)[1]: r["boilerplate_lines_removed"]
+        for r in rows(output, "documents")
+    }
+
+
+def test_a_line_in_fewer_documents_than_min_docs_is_kept_again(tmp_path):
+    corpus = _folder(tmp_path, 5, 3)  # the footer in 3 of 5: boilerplate
+    flags = ["--input", str(corpus / "*"), *FLAGS]
+    night1 = str(tmp_path / "night1")
+    run([*flags, "--output", night1])
+    assert _removed(night1) == {"f0.txt": 1, "f1.txt": 1, "f2.txt": 1, "f3.txt": 0, "f4.txt": 0}
+    (corpus / "f2.txt").unlink()  # now in 2 of 4: under min_docs, kept in f0 and f1
+    night2 = _rebuild_as_scratch(flags, tmp_path, night1)
+    assert _removed(night2) == {"f0.txt": 0, "f1.txt": 0, "f3.txt": 0, "f4.txt": 0}
+
+
+def test_a_group_grown_past_a_lines_share_keeps_the_line_again(tmp_path):
+    corpus = _folder(tmp_path, 6, 3)  # the footer in 3 of 6: half, boilerplate
+    flags = ["--input", str(corpus / "*"), *FLAGS]
+    night1 = str(tmp_path / "night1")
+    run([*flags, "--output", night1])
+    assert sum(_removed(night1).values()) == 3
+    # a seventh document without it: 3 of 7, under half; the footer's count is unchanged
+    (corpus / "f6.txt").write_text(_prose("f6", 12) + "\n")
+    night2 = _rebuild_as_scratch(flags, tmp_path, night1)
+    assert sum(_removed(night2).values()) == 0
+    r = report(night2)
+    assert (r["documents_chunked"], r["documents_unchanged"]) == (7, 0)
+
+
+def test_nights_of_edits_keep_the_counts_of_a_scratch_run(tmp_path):
+    corpus = tmp_path / "corpus"
+    (corpus / "a").mkdir(parents=True)
+    (corpus / "b").mkdir()
+    for i in range(5):
+        (corpus / "a" / f"a{i}.md").write_text(f"# A{i}\n\n{_prose(f'a{i}', 6)}\n\n{FOOTER}\n")
+        (corpus / "b" / f"b{i}.txt").write_text(_prose(f"b{i}", 6) + "\nShared line of b.\n")
+    records = [
+        {"id": f"r{i}", "text": _prose(f"r{i}", 5) + "\nShared line of r."} for i in range(4)
+    ]
+    path = corpus / "b" / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    flags = ["--input", str(corpus / "*" / "*"), *FLAGS]
+    previous = str(tmp_path / "night0")
+    run([*flags, "--output", previous])
+    edits = [
+        lambda: (corpus / "a" / "a0.md").write_text("# A0\n\nRewritten whole.\n"),
+        lambda: (corpus / "b" / "b1.txt").unlink(),
+        lambda: path.write_text("".join(json.dumps(r) + "\n" for r in records[1:])),
+        lambda: (corpus / "b" / "b5.txt").write_text("New.\nShared line of b.\n" + FOOTER),
+        lambda: (corpus / "a" / "a1.md").write_text(f"# A1\n\n{_prose('a1', 6)}\n"),
+    ]
+    for night, edit in enumerate(edits, 1):
+        edit()
+        output = str(tmp_path / f"night{night}")
+        run([*flags, "--output", output, "--previous_output", previous])
+        scratch = str(tmp_path / f"scratch{night}")
+        run([*flags, "--output", scratch])
+        assert _tables(output) == _tables(scratch), f"night {night}"
+        shutil.rmtree(scratch)
+        previous = output
