@@ -184,7 +184,12 @@ def test_nights_of_edits_keep_the_counts_of_a_scratch_run(tmp_path):
         lambda: path.write_text("".join(json.dumps(r) + "\n" for r in records[1:])),
         lambda: (corpus / "b" / "b5.txt").write_text("New.\nShared line of b.\n" + FOOTER),
         lambda: (corpus / "a" / "a1.md").write_text(f"# A1\n\n{_prose('a1', 6)}\n"),
+        # the footer in 2 of 5: no longer boilerplate, a3 and a4 cleaned again
+        lambda: (corpus / "a" / "a2.md").write_text(f"# A2\n\n{_prose('a2', 6)}\n"),
+        # in 3 of 5 again: boilerplate again
+        lambda: (corpus / "a" / "a0.md").write_text(f"# A0\n\nRewritten.\n\n{FOOTER}\n"),
     ]
+    regrouped = []
     for night, edit in enumerate(edits, 1):
         edit()
         output = str(tmp_path / f"night{night}")
@@ -192,5 +197,8 @@ def test_nights_of_edits_keep_the_counts_of_a_scratch_run(tmp_path):
         scratch = str(tmp_path / f"scratch{night}")
         run([*flags, "--output", scratch])
         assert _tables(output) == _tables(scratch), f"night {night}"
+        regrouped.append(report(output)["documents_chunked"])
         shutil.rmtree(scratch)
         previous = output
+    # the last two nights change one document each, and clean the group's others again
+    assert regrouped[-2:] == [5, 5]
