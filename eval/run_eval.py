@@ -297,7 +297,8 @@ def main() -> None:
             f"{split} half, default minus each run per question (paired bootstrap "
             f"{evaluation['paired']['resamples']:,} resamples, seed "
             f"{evaluation['paired']['seed']}; won / lost: questions where the default scores "
-            f"more / less; p: exact two-sided sign test):\n\n"
+            f"more / less; p: exact two-sided sign test; p rand.: paired randomization "
+            f"test):\n\n"
             f"{significance_table(evaluation['paired'], split)}"
             for split in ("confirm", "tune")
         )

@@ -15,6 +15,11 @@ result's "per_question"): a is the baseline (the default), b another run, d_i = 
 - p: the exact two-sided sign test of won against lost (scipy.stats.binomtest, p = 1/2 over
   the won + lost questions that differ; ties are left out), 1.0 when none differ. For MRR@10
   it tests only which run ranks the answer higher, not by how much.
+- p_randomization: the paired randomization test of the mean difference (Fisher's sign-flip
+  test, scipy.stats.permutation_test: each d_i keeps or flips its sign; exact when 2^n is
+  at most the resamples, else that many random flips, same seed). It weighs how far apart
+  the two runs rank an answer, which the sign test does not; on a 1-or-0 metric it is the
+  sign test again (up to its sampling). It is the test the table shows beside MRR@10's.
 
 No correction for multiple comparisons is made: a table of 8 corpora x 2 halves x 3 runs x 2
 metrics holds about 5 rows under p = 0.05 by chance alone when nothing differs.
@@ -49,6 +54,7 @@ class PairedDifference:
     won: int  # questions where a > b
     lost: int  # questions where a < b
     p: float  # exact two-sided sign test of won against lost
+    p_randomization: float  # two-sided paired randomization test of the mean difference
 
 
 def sign_test(won: int, lost: int) -> float:
@@ -85,6 +91,25 @@ def bootstrap_ci(
     return (float(interval.low), float(interval.high))
 
 
+def randomization_p(
+    diffs: Sequence[float] | np.ndarray, resamples: int = RESAMPLES, seed: int = SEED
+) -> float:
+    """Two-sided p-value of the mean of paired differences by sign flips (module docstring);
+    1.0 when every difference is zero, or for one question (either sign is as far)."""
+    values = np.asarray(diffs, dtype=np.float64)
+    if len(values) < 2 or not np.any(np.abs(values) > TIE):
+        return 1.0
+    result = stats.permutation_test(
+        (values,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.pvalue)
+
+
 def paired_difference(
     a: Sequence[float],
     b: Sequence[float],
@@ -106,6 +131,7 @@ def paired_difference(
         won=won,
         lost=lost,
         p=sign_test(won, lost),
+        p_randomization=randomization_p(d, resamples, seed),
     )
 
 
@@ -168,14 +194,20 @@ def _signed(value: float) -> str:
     return f"{value:+.3f}".replace("+0.000", "0.000").replace("-0.000", "0.000")
 
 
-def _cells(d: Mapping[str, Any]) -> list[str]:
+def _p(value: float) -> str:
+    return "<0.001" if value < 0.0005 else f"{value:.3f}"
+
+
+def _cells(d: Mapping[str, Any], randomization: bool) -> list[str]:
     ci = f"[{_signed(d['ci'][0])}, {_signed(d['ci'][1])}]" if d["ci"] else "–"
-    return [f"{_signed(d['diff'])} {ci}", f"{d['won']} / {d['lost']}", f"{d['p']:.3f}"]
+    cells = [f"{_signed(d['diff'])} {ci}", f"{d['won']} / {d['lost']}", _p(d["p"])]
+    return [*cells, _p(d["p_randomization"])] if randomization else cells
 
 
 def significance_table(paired: Mapping[str, Any], split: str) -> str:
     """One row per corpus and run on the `split` half (the whole half last): the baseline
-    minus the run, per question, R@10 and MRR@10, with interval, won / lost and sign-test p."""
+    minus the run, per question, R@10 and MRR@10, with interval, won / lost and sign-test p,
+    and for MRR@10 the randomization test's p too (on R@10 it is the sign test's)."""
     rows = [
         c
         for c in paired["comparisons"]
@@ -188,11 +220,12 @@ def significance_table(paired: Mapping[str, Any], split: str) -> str:
     for m in metrics:
         name = m.replace("recall", "R").replace("mrr", "MRR")
         header += [f"Δ{name} [{pct}% CI]", "won / lost", "p"]
+        header += ["p rand."] if m.startswith("mrr") else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in rows:
         corpus = "all" if c["set"].startswith("split=") else c["set"].split(" ")[0][7:]
         cells = [corpus, c["run"], str(c["questions"])]
         for m in metrics:
-            cells += _cells(c[m])
+            cells += _cells(c[m], m.startswith("mrr"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from eval.stats import (
     bootstrap_ci,
     compare_runs,
     paired_difference,
+    randomization_p,
     sign_test,
     significance_table,
 )
@@ -54,6 +56,7 @@ def test_identical_runs_differ_by_nothing():
     scores = [1.0, 0.0, 1.0, 1.0, 0.0, 0.5, 1 / 3]
     d = paired_difference(scores, scores)
     assert (d.diff, d.ci, d.won, d.lost, d.p) == (0.0, (0.0, 0.0), 0, 0, 1.0)
+    assert d.p_randomization == 1.0
     assert d.questions == 7
 
 
@@ -65,6 +68,7 @@ def test_a_clearly_better_run_has_an_interval_above_zero():
     assert d.ci is not None and 0 < d.ci[0] <= d.diff <= d.ci[1] <= 1
     assert (d.won, d.lost) == (20, 0)
     assert d.p == pytest.approx(2 * 0.5**20)
+    assert d.p_randomization < 0.001
     worse = paired_difference(b, a)  # the other way round: the mirror image
     assert worse.diff == pytest.approx(-d.diff) and (worse.won, worse.lost) == (0, 20)
     assert worse.ci is not None and worse.ci[1] < 0
@@ -99,9 +103,25 @@ def test_the_interval_of_a_binary_difference_is_a_percentile_of_resampled_means(
     assert low < 3 / 27 < high
 
 
+def test_the_randomization_test_counts_sign_flips():
+    # three equal gains: of the 8 sign patterns only all-plus and all-minus reach |mean| 1
+    assert randomization_p([1.0, 1.0, 1.0]) == pytest.approx(2 / 8)
+    # 16 patterns; |sum| >= 2.5 only where the three 1s share a sign (2 of 8) x either 0.5
+    assert randomization_p([1.0, 1.0, 1.0, -0.5]) == pytest.approx(4 / 16)
+    assert randomization_p([0.0] * 20) == 1.0
+    # a 1-or-0 metric: the sign test again, up to the random flips of 30 questions
+    a = [1.0] * 26 + [0.0] * 4
+    b = [0.0] * 7 + [1.0] * 23
+    d = paired_difference(a, b)
+    assert abs(d.p_randomization - d.p) < 0.02
+    # many small MRR gains beat a sign test that sees 8 wins against 3 losses as noise
+    mrr = paired_difference([1.0] * 8 + [0.5] * 3 + [0.0] * 17, [0.2] * 8 + [1.0] * 3 + [0.0] * 17)
+    assert mrr.p > 0.2 and mrr.p_randomization < 0.05
+
+
 def test_one_question_has_no_interval_and_unequal_lengths_are_refused():
     d = paired_difference([1.0], [0.0])
-    assert d.ci is None and (d.won, d.lost, d.p) == (1, 0, 1.0)
+    assert d.ci is None and (d.won, d.lost, d.p, d.p_randomization) == (1, 0, 1.0, 1.0)
     with pytest.raises(ValueError, match="equal lengths"):
         paired_difference([1.0, 0.0], [1.0])
     with pytest.raises(ValueError, match="no questions"):
@@ -163,9 +183,21 @@ def test_compare_runs_pairs_the_default_with_each_run_per_corpus_and_half():
 
     table = significance_table(paired, "confirm").splitlines()
     assert table[0].startswith("| corpus | run | n | ΔR@10 [95% CI] | won / lost | p |")
+    assert table[0].endswith("| ΔMRR@10 [95% CI] | won / lost | p | p rand. |")
     assert [line.split(" | ")[0] for line in table[2:]] == ["| alpha", "| beta", "| all"]
     assert table[2].startswith("| alpha | other | 6 | +0.333 [") and "| 2 / 0 | 0.500 |" in table[2]
     assert "| beta | other | 6 | 0.000 [0.000, 0.000] | 0 / 0 | 1.000 |" in table[3]
+
+
+def test_p_values_under_a_thousandth_are_shown_as_such():
+    gained = asdict(paired_difference([1.0] * 20, [0.0] * 20))
+    assert gained["p"] == pytest.approx(2 / 2**20)
+    row = {"set": "split=confirm", "run": "r", "questions": 20}
+    paired = {"level": 0.95, "comparisons": [{**row, "recall@10": gained, "mrr@10": gained}]}
+    assert significance_table(paired, "confirm").splitlines()[-1] == (
+        "| all | r | 20 | +1.000 [+1.000, +1.000] | 20 / 0 | <0.001 "
+        "| +1.000 [+1.000, +1.000] | 20 / 0 | <0.001 | <0.001 |"
+    )
 
 
 def test_without_the_baseline_there_is_nothing_to_compare():
