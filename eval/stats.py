@@ -161,7 +161,8 @@ def compare_runs(
     base = next((r for r in results if r["label"] == baseline), None)
     out: dict[str, Any] = {
         "baseline": baseline,
-        "method": "paired bootstrap (percentile) of the mean difference; exact sign test",
+        "method": "paired bootstrap (percentile) of the mean difference; exact sign test; "
+        "paired randomization (sign-flip) test",
         "resamples": resamples,
         "seed": seed,
         "level": level,
