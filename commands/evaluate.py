@@ -434,7 +434,7 @@ def _rankings(
     return out
 
 
-def _groups(questions: Sequence[Question]) -> dict[str, list[int]]:
+def question_groups(questions: Sequence[Question]) -> dict[str, list[int]]:
     """Question sets scored apart: all, each corpus and doc_type (when there are several),
     and with halves each split, alone and within each corpus (`split=confirm`,
     `corpus=sqlite split=confirm`)."""
@@ -489,7 +489,7 @@ def evaluate_run(
             [(r, len(q.answers)) for r, q in zip(rankings, questions, strict=True)], ks
         )
         sets = {}
-        for name, members in _groups(questions).items():
+        for name, members in question_groups(questions).items():
             per_q = [scores[i] for i in members]
             row: dict[str, Any] = {"questions": len(members)}
             for metric in metric_names(ks):
@@ -521,6 +521,11 @@ def evaluate_run(
                 # per question: the rank of its first relevant result (None past rank k)
                 "first_relevant_rank": {
                     q.id: rank for q, rank in zip(questions, first_hit, strict=True)
+                },
+                # per question: its metrics, for paired comparisons of runs (eval.stats)
+                "per_question": {
+                    q.id: {metric: s[metric] for metric in metric_names(ks)}
+                    for q, s in zip(questions, scores, strict=True)
                 },
             }
         )

@@ -8,7 +8,9 @@ is a passage of its document), the job once per configuration below, the LangCha
 over the default run's extracted documents, then `corpus-chunker evaluate` on all of them.
 The table goes to stdout and CACHE/results.md, the numbers to CACHE/results.json; with
 --runs DIR the runs, the table and the numbers go to DIR instead (worktrees sharing one fetched
-corpus, with --no_fetch, keep their runs apart).
+corpus, with --no_fetch, keep their runs apart). After the halves, the default against each
+other run question by question (eval.stats: paired bootstrap intervals, sign tests), in the
+table and in results.json's "paired".
 """
 
 from __future__ import annotations
@@ -259,7 +261,8 @@ def main() -> None:
         _run_once(name, run, command, args.reuse, seconds)
         pair_runs["pdf"].append(run)
 
-    from commands.evaluate import evaluate, markdown_table
+    from commands.evaluate import evaluate, load_questions, markdown_table
+    from eval.stats import compare_runs, significance_table
 
     plain = [os.path.join(runs_dir, n) for n in names if n not in neutral and n not in pair_names
              and n not in PAIR_LANGCHAIN]  # fmt: skip
@@ -287,6 +290,18 @@ def main() -> None:
         f"{split} half, R@10 / MRR@10:\n\n{halves_table(evaluation, split)}"
         for split in ("confirm", "tune")
     )
+    # the default against each other run, question by question (eval.stats)
+    evaluation["paired"] = compare_runs(evaluation, load_questions(questions))
+    if evaluation["paired"]["comparisons"]:
+        halves += "\n\n" + "\n\n".join(
+            f"{split} half, default minus each run per question (paired bootstrap "
+            f"{evaluation['paired']['resamples']:,} resamples, seed "
+            f"{evaluation['paired']['seed']}; won / lost: questions where the default scores "
+            f"more / less; p: exact two-sided sign test; p rand.: paired randomization "
+            f"test):\n\n"
+            f"{significance_table(evaluation['paired'], split)}"
+            for split in ("confirm", "tune")
+        )
     date = datetime.date.today().isoformat()
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(evaluation, f, indent=2)
