@@ -116,3 +116,39 @@ def test_chunk_rows_are_written_in_the_stage_that_makes_them(tmp_path) -> None:
     assert "Changes/Chunk ids of each document/Precombine" in names, names
     # the other tables share one write, after a Flatten
     assert any(n.startswith("Write tables/Other rows/Write/") for n in names), names
+
+
+def test_a_file_hashed_as_it_is_written_is_not_read_back_for_the_manifest(
+    tmp_path, monkeypatch
+) -> None:
+    """With `record_hashes`, each file's size and sha256 come from its sink, which hashed the
+    bytes it wrote; the manifest's step reads the file's footer and that record, not the file
+    (`recorded_entry`). A file without a record (an empty table's shard) is read whole."""
+    from runs.manifest import file_entry
+
+    out = str(tmp_path / "run")
+    rows = [("notes", {"id": f"n{i}", "text": "word " * (i % 9), "n": i}) for i in range(1100)]
+    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        _ = p | beam.Create(rows) | WriteTables(out, SCHEMAS, record_hashes=True)
+    hashes = os.path.join(out, write.HASHES_FOLDER)
+    notes = sorted(glob.glob(os.path.join(out, "notes", "*")))
+    empty = glob.glob(os.path.join(out, "empty", "*"))
+    assert notes and len(os.listdir(hashes)) >= len(notes)
+    truth = {path: file_entry(path) for path in notes + empty}
+
+    def no_reading(path: str) -> dict:
+        raise AssertionError(f"{path} was read back whole")
+
+    monkeypatch.setattr(write, "file_entry", no_reading)
+    assert {path: write.recorded_entry(path, hashes) for path in notes} == {
+        path: truth[path] for path in notes
+    }
+    with pytest.raises(AssertionError, match="read back whole"):
+        write.recorded_entry(empty[0], hashes)
+    monkeypatch.setattr(write, "file_entry", file_entry)
+    assert write.recorded_entry(empty[0], hashes) == truth[empty[0]]
+    # a record that does not match the file's size is not trusted: the file is read
+    for record in glob.glob(os.path.join(hashes, "*.json")):
+        with open(record, "w") as f:
+            f.write('{"bytes": 1, "sha256": "0"}')
+    assert write.recorded_entry(notes[0], hashes) == truth[notes[0]]

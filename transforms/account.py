@@ -16,6 +16,7 @@ from runs.manifest import file_entry, inventory_of, write_atomically
 from transforms.cost_combine import CostReportFn
 from transforms.cost_report import REPORT_JSON, REPORT_MARKDOWN, CostReport, Pricing, build_report
 from transforms.stat_events import chunk_events, reject_event
+from transforms.write import HASHES_FOLDER, delete_folder, recorded_entry
 
 
 def write_text(path: str, text: str) -> None:
@@ -43,8 +44,8 @@ class _WriteReport(beam.DoFn):
         yield report
 
 
-def _hashed(path: str) -> tuple[str, dict[str, Any]]:
-    return path, file_entry(path)
+def _hashed(path: str, hashes: str) -> tuple[str, dict[str, Any]]:
+    return path, recorded_entry(path, hashes)
 
 
 class _WriteManifest(beam.DoFn):
@@ -62,8 +63,8 @@ class _WriteManifest(beam.DoFn):
         # run folders the inputs matched, not read (found where the job lists its inputs)
         manifest["earlier_runs_not_read"] = sorted(earlier_runs)
         # Every file of the run with its size and hash: a later run reuses exactly these, and
-        # checks them first (transforms/incremental.py). The data files were hashed in
-        # parallel (Account); the two reports, small, here.
+        # checks them first (transforms/incremental.py). The data files were hashed as they
+        # were written (their records read in parallel, Account); the two reports, small, here.
         reports = [FileSystems.join(self.output, n) for n in (REPORT_JSON, REPORT_MARKDOWN)]
         manifest["files"] = inventory_of(
             self.output, [*hashed_files, *((path, file_entry(path)) for path in reports)]
@@ -82,6 +83,7 @@ class _WriteManifest(beam.DoFn):
                 "cost_usd",
             )
         }
+        delete_folder(FileSystems.join(self.output, HASHES_FOLDER))  # in the manifest now
         path = FileSystems.join(self.output, "run_manifest.json")
         write_atomically(path, json.dumps(manifest, indent=2, sort_keys=True))
         yield path
@@ -163,12 +165,15 @@ class Account(beam.PTransform):
             _WriteReport(self.output, self.pricing, mode, self.manifest.get("previous_output")),
             written_list,
         )
-        # Each data file is hashed on its own, spread over the workers: not one after
-        # another in the one step that writes the manifest.
+        # Each data file's size and sha256 were recorded as it was written: here only its
+        # footer and that record are read, spread over the workers, not one file after another
+        # in the one step that writes the manifest.
+        hashes = FileSystems.join(self.output, HASHES_FOLDER)
         hashed = (
             inputs.written
             | "Spread files to hash" >> beam.Reshuffle()
-            | "Hash files" >> beam.Map(_hashed).with_output_types(tuple[str, dict[str, Any]])
+            | "Hash files"
+            >> beam.Map(_hashed, hashes).with_output_types(tuple[str, dict[str, Any]])
         )
         return report | "Write manifest" >> beam.ParDo(
             _WriteManifest(self.output, self.manifest),

@@ -4,6 +4,8 @@ makes its rows) and a Parquet `FileSink`."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -12,9 +14,11 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import StaticValueProvider
 
+from runs.manifest import file_entry
 from schemas.arrow import (
     BOILERPLATE_SCHEMA,
     CHANGE_SCHEMA,
@@ -61,6 +65,68 @@ def shard_name(table: str, index: int, total: int) -> str:
     return f"{table}/part-{index:05d}-of-{total:05d}.parquet"
 
 
+# The key of a data file's Parquet key-value metadata that names its recorded entry: its size
+# and sha256, computed by the sink as it wrote the file and saved as HASHES_FOLDER/<name>.json,
+# so that the manifest needs no second reading of the file (`recorded_entry`).
+FILE_KEY = b"corpus_chunker.file"
+HASHES_FOLDER = ".hashes"
+
+
+class _HashingWriter:
+    """A file object that hands every byte on to `raw` and hashes it: the file's sha256 and
+    size as written. Closing it leaves `raw` open (WriteToFiles closes its own handle)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        self.raw.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def close(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def entry(self) -> dict[str, Any]:
+        return {"bytes": self.size, "sha256": self.digest.hexdigest()}
+
+
+def recorded_entry(path: str, hashes: str) -> dict[str, Any]:
+    """{bytes, sha256} of a data file: as its sink recorded them while writing it (its footer
+    names the record; only the footer and the record are read), or, for a file without one
+    (an empty shard, a file another writer made), read back whole."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            meta = pq.read_metadata(f).metadata or {}
+        name = meta.get(FILE_KEY)
+        if name:
+            record = FileSystems.join(hashes, name.decode("ascii") + ".json")
+            with FileSystems.open(record, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                entry = json.loads(f.read())
+            size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+            if entry.get("bytes") == size:
+                return {"bytes": entry["bytes"], "sha256": entry["sha256"]}
+    except (OSError, ValueError, KeyError, IndexError, pa.ArrowException):
+        pass
+    return file_entry(path)
+
+
 class ParquetSink(Counts, fileio.FileSink):
     """Rows (dicts) of one table -> one zstd Parquet file with the table's explicit schema.
 
@@ -71,21 +137,36 @@ class ParquetSink(Counts, fileio.FileSink):
     """
 
     def __init__(
-        self, schema: pa.Schema, folder: str | None = None, counter: str | None = None
+        self,
+        schema: pa.Schema,
+        folder: str | None = None,
+        counter: str | None = None,
+        hashes: str | None = None,
     ) -> None:
+        """`hashes`: where each file's size and sha256, hashed as it is written, are recorded
+        (`recorded_entry`); None: not recorded."""
         self.schema = schema
         self.folder = folder
         self.counter = counter
+        self.hashes = hashes
+        self._name: str | None = None  # of the file being written (its temporary name)
+        self._hashing: _HashingWriter | None = None
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict] = []
         self._batches: list[pa.RecordBatch] = []
         self._batch_bytes = 0
 
+    def create_metadata(self, destination: str, full_file_name: str) -> fileio.FileMetadata:
+        # WriteToFiles names each file it opens here, before `open`: its record's name
+        self._name = full_file_name.rstrip("/").rsplit("/", 1)[-1]
+        return super().create_metadata(destination, full_file_name)
+
     def open(self, fh: BinaryIO) -> None:
         if self.folder is not None:
             _make_folder(self.folder)
+        self._hashing = _HashingWriter(fh)
         self._writer = pq.ParquetWriter(
-            fh,
+            self._hashing,
             self.schema,
             compression="zstd",
             write_statistics=[n for n in self.schema.names if n not in NO_STATISTICS],
@@ -105,8 +186,18 @@ class ParquetSink(Counts, fileio.FileSink):
         self._to_batch()
         self._write_row_group()
         if self._writer is not None:
+            recorded = self.hashes is not None and self._name is not None
+            if recorded:
+                self._writer.add_key_value_metadata({FILE_KEY: self._name.encode("ascii")})
             self._writer.close()  # the footer; the file handle is WriteToFiles' to close
             self._writer = None
+            if recorded and self._hashing is not None:
+                _make_folder(self.hashes)
+                record = FileSystems.join(self.hashes, f"{self._name}.json")
+                with FileSystems.create(
+                    record, compression_type=CompressionTypes.UNCOMPRESSED
+                ) as f:
+                    f.write(json.dumps(self._hashing.entry()).encode("utf-8"))
 
     def _to_batch(self) -> None:
         if self._rows:
@@ -148,9 +239,7 @@ class _CompleteTables(beam.DoFn):
             with FileSystems.create(path) as f:
                 pq.write_table(schema.empty_table(), f, compression="zstd")
             paths.append(path)
-        temp = FileSystems.join(self.output, TEMP_FOLDER)
-        if FileSystems.exists(temp):
-            FileSystems.delete([temp])
+        delete_folder(FileSystems.join(self.output, TEMP_FOLDER))
         yield from paths
 
 
@@ -166,13 +255,20 @@ class WriteTables(beam.PTransform):
     together. A table of `schemas` that gets no row gets one empty shard.
     """
 
-    def __init__(self, output: str, schemas: dict[str, pa.Schema]) -> None:
+    def __init__(
+        self, output: str, schemas: dict[str, pa.Schema], record_hashes: bool = False
+    ) -> None:
+        """`record_hashes`: each file's size and sha256 are recorded as it is written, in
+        `output`/HASHES_FOLDER (`recorded_entry` reads them; the run's manifest step deletes
+        them)."""
         super().__init__()
         self.output = output
         self.schemas = schemas
+        self.record_hashes = record_hashes
 
     def expand(self, rows: beam.PCollection | tuple[beam.PCollection, ...]) -> beam.PCollection:
         output, schemas = self.output, self.schemas
+        hashes = FileSystems.join(output, HASHES_FOLDER) if self.record_hashes else None
         writes = rows if isinstance(rows, tuple) else (rows,)
         if not writes:
             raise ValueError("WriteTables needs at least one PCollection of rows")
@@ -183,7 +279,7 @@ class WriteTables(beam.PTransform):
                 path=output,
                 destination=_table_of,
                 sink=lambda table: ParquetSink(
-                    schemas[table], FileSystems.join(output, table), COUNTERS.get(table)
+                    schemas[table], FileSystems.join(output, table), COUNTERS.get(table), hashes
                 ),
                 file_naming=_file_naming,
                 temp_directory=StaticValueProvider(str, FileSystems.join(output, TEMP_FOLDER)),
@@ -254,7 +350,17 @@ class WriteShards(beam.PTransform):
                     tables[BOILERPLATE] | "Boilerplate rows" >> beam.Map(lambda r: (BOILERPLATE, r))
                 )
         writes.append(others | "Other rows" >> beam.Flatten())
-        return tuple(writes) | "Tables" >> WriteTables(self.output, schemas)
+        return tuple(writes) | "Tables" >> WriteTables(self.output, schemas, record_hashes=True)
+
+
+def delete_folder(folder: str) -> None:
+    """`folder` and the files in it, each by name: an object store has no folder to delete
+    (`exists` of a prefix is false), and a failed attempt's files stay in it."""
+    found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
+    if found:
+        FileSystems.delete([m.path for m in found])
+    if FileSystems.exists(folder):  # a local folder
+        FileSystems.delete([folder])
 
 
 def _make_folder(folder: str) -> None:
