@@ -31,7 +31,12 @@ from runs.manifest import REPORT_FILES
 from runs.run_folder import RunFolder, previous_output_folder
 from schemas.columns import BOILERPLATE, CHANGES, CHUNKS, DOCUMENTS, REJECTS, TABLES
 from transforms.account import Account, AccountInputs, run_manifest
-from transforms.boilerplate import CountLines, DecideLines, RemoveBoilerplate
+from transforms.boilerplate import (
+    CountLines,
+    DecideLines,
+    RemoveBoilerplate,
+    with_line_digests,
+)
 from transforms.boilerplate_delta import REJECTED as REGROUP_REJECTED
 from transforms.boilerplate_delta import AsRecorded, LinesOfRejects, UpdateCounts
 from transforms.budget import CountChunkTokens
@@ -142,6 +147,8 @@ def _rebuild_changed(
         config.extract_timeout_s
     )
     to_clean = again_extracted.documents
+    if counted:
+        to_clean = to_clean | "Line digests" >> beam.Map(with_line_digests)
     late_rejects = [again_extracted.rejects]  # their transient ones keep their rows
     other_rejects: list[beam.PCollection] = [again[REJECTS]]
     lines, regrouped_ids, rows = None, None, None
@@ -152,7 +159,7 @@ def _rebuild_changed(
             verdicts[NOT_REUSED_IDS],
             verdicts[KEPT_IDS],
         ) | "Documents decided" >> beam.Flatten()
-        update = again_extracted.documents | "Update boilerplate counts" >> UpdateCounts(
+        update = to_clean | "Update boilerplate counts" >> UpdateCounts(
             previous, config.boilerplate, verdicts[UNCOUNTED], decided, verdicts[MOVED]
         )
         lines, regrouped_ids, rows = update.lines, update.regrouped_ids, update.rows
@@ -230,12 +237,13 @@ def build_pipeline(
             config, extracted.documents, previous, tables, early_rejects
         )
     else:
-        lines = None
+        lines, documents = None, extracted.documents
         if config.boilerplate.enabled:
-            counts = extracted.documents | "Count boilerplate lines" >> CountLines()
+            documents = documents | "Line digests" >> beam.Map(with_line_digests)
+            counts = documents | "Count boilerplate lines" >> CountLines()
             lines = counts | "Boilerplate lines" >> DecideLines(config.boilerplate)
             boilerplate_rows = counts.rows()
-        documents = extracted.documents | "Remove boilerplate" >> RemoveBoilerplate(
+        documents = documents | "Remove boilerplate" >> RemoveBoilerplate(
             config.boilerplate, spread=True, lines=lines
         )
         # nothing is reused but, from another config's run, the vectors of identical texts

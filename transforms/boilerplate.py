@@ -337,7 +337,20 @@ def _remove(doc: Document, boiler: set[str]) -> tuple[Document, list[str], int, 
     infos = _removable(doc, lines)
     if infos is None:
         return doc, [], 0, False
-    drop = _drop_mask(infos, [line_key(line) for line in lines], boiler)
+    return _remove_from(doc, lines, infos, [line_key(line) for line in lines], boiler)
+
+
+def _remove_from(
+    doc: Document,
+    lines: list[str],
+    infos: list[_LineInfo],
+    keys: list[str | None],
+    boiler: set[str],
+) -> tuple[Document, list[str], int, bool]:
+    """`_remove` of a document whose lines, line infos and keys are known."""
+    if not boiler:
+        return doc, [], 0, False
+    drop = _drop_mask(infos, keys, boiler)
     removed = [line for line, gone in zip(lines, drop, strict=True) if gone]
     if not removed:
         return doc, [], 0, False
@@ -351,6 +364,28 @@ def _remove(doc: Document, boiler: set[str]) -> tuple[Document, list[str], int, 
         boilerplate_lines_removed=doc.boilerplate_lines_removed + len(removed),
     )
     return new_doc, removed, len(doc.text) - len(text), False
+
+
+def _cleaned(doc: Document, group_lines: set[bytes]) -> tuple[Document, list[str], int, bool]:
+    """`_remove` of a counted document by its group's boilerplate line digests, and its own
+    line digests recorded (`line_digests_of`): its lines classified and keyed once for both,
+    and not at all when it has its digests and its group no boilerplate line."""
+    if doc.line_digests is not None and not group_lines:
+        return doc, [], 0, False
+    lines = doc.text.splitlines(keepends=True)
+    infos = _removable(doc, lines)
+    if infos is None:
+        return replace(doc, line_digests=b""), [], 0, False
+    keys = [line_key(line) for line in lines]
+    digests = {key: digest(key) for key in set(keys) if key is not None}
+    own = {
+        digests[key]
+        for key, info in zip(keys, infos, strict=True)
+        if info.removable and key is not None
+    }
+    doc = replace(doc, line_digests=b"".join(sorted(own)))
+    boiler = {key for key, d in digests.items() if d in group_lines}
+    return _remove_from(doc, lines, infos, keys, boiler)
 
 
 def remove_lines(doc: Document, boilerplate_keys: set[str]) -> tuple[Document, int, int]:
@@ -407,6 +442,14 @@ def line_digests_of(doc: Document) -> bytes:
     return b"".join(sorted({digest(key) for key in candidate_keys(doc)}))
 
 
+def with_line_digests(doc: Document) -> Document:
+    """`doc` with its `line_digests` when it is counted (not HTML, PDF, DOCX or PPTX): computed
+    once, where it is extracted, for the counts and for its row."""
+    if doc.line_digests is not None or not _not_html(doc):
+        return doc
+    return replace(doc, line_digests=line_digests_of(doc))
+
+
 def split_digests(lines: bytes) -> list[bytes]:
     """`line_digests_of`'s digests, one by one."""
     return [lines[i : i + DIGEST_BYTES] for i in range(0, len(lines), DIGEST_BYTES)]
@@ -439,17 +482,6 @@ def boilerplate_group(doc: Document) -> bytes | None:
     return _group_digest(doc) if _not_html(doc) else None
 
 
-def _keys_of(doc: Document, digests: set[bytes]) -> set[str]:
-    """The line keys of `doc` whose digests are among `digests` (its group's boilerplate)."""
-    if not digests:
-        return set()
-    return {
-        key
-        for line in doc.text.splitlines(keepends=True)
-        if (key := line_key(line)) is not None and digest(key) in digests
-    }
-
-
 class _RemoveLinesFn(Counts, beam.DoFn):
     """Removes a group's boilerplate lines from each of its documents, counting what went."""
 
@@ -468,14 +500,14 @@ class _RemoveLinesFn(Counts, beam.DoFn):
             yield doc  # never counted, never cut
             return
         group = boilerplate_group(doc)  # None: a document that keeps its lines (PDF...)
-        digests: set[bytes] = set()
-        if group is not None:  # a multimap: empty for a group without boilerplate
-            digests = set(boilerplate[group])
-            # the lines it is cleaned with, and those it counted for, for the next rebuild
-            doc = replace(
-                doc, boilerplate_digest=lines_digest(digests), line_digests=line_digests_of(doc)
-            )
-        new_doc, removed, chars, all_boilerplate = _remove(doc, _keys_of(doc, digests))
+        if group is None:
+            yield doc
+            return
+        digests = set(boilerplate[group])  # a multimap: empty for a group without boilerplate
+        # the lines it is cleaned with, and those it counted for, for the next rebuild
+        doc = replace(doc, boilerplate_digest=lines_digest(digests))
+        new_doc, removed, chars, all_boilerplate = _cleaned(doc, digests)
+        doc = replace(doc, line_digests=new_doc.line_digests)
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
             # removed lines, each counted alone. Never the whole document: tiktoken's
@@ -508,9 +540,16 @@ class _RemoveLinesFn(Counts, beam.DoFn):
 
 
 def _pair_digests(doc: Document) -> Iterator[bytes]:
-    """`_group_line_pairs` of a document that is counted (not HTML, PDF, DOCX or PPTX)."""
-    if _not_html(doc):
+    """`_group_line_pairs` of a document that is counted (not HTML, PDF, DOCX or PPTX), from
+    its `line_digests` when it has them."""
+    if not _not_html(doc):
+        return
+    if doc.line_digests is None:
         yield from _group_line_pairs(doc)
+        return
+    group = _group_digest(doc)
+    for line in split_digests(doc.line_digests):
+        yield group + line
 
 
 def _group_of_counted(doc: Document) -> Iterator[bytes]:

@@ -47,7 +47,8 @@ def _plus(doc: Document) -> Iterator[tuple[bytes, int]]:
     if group is None:  # HTML, PDF, DOCX, PPTX: never counted
         return
     yield group, 1
-    for line in split_digests(line_digests_of(doc)):
+    lines = doc.line_digests if doc.line_digests is not None else line_digests_of(doc)
+    for line in split_digests(lines):
         yield group + line, 1
 
 
