@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import apache_beam as beam
 
@@ -36,6 +36,9 @@ from transforms.boilerplate import (
 )
 from transforms.ingest.reread import GONE
 from transforms.stage_base import Counts
+
+if TYPE_CHECKING:
+    from transforms.incremental import PreviousRun
 
 REGROUP = "regroup"  # the tag of (file, doc_id, source) of the documents to read again
 EXPECTED = "expected"  # the tag of (doc_id, (extracted hash, line digests)) of those documents
@@ -180,14 +183,14 @@ class UpdateCounts(beam.PTransform):
 
     def __init__(
         self,
-        previous: object,
+        previous: PreviousRun,
         config: BoilerplateConfig,
         uncounted: beam.PCollection,
         decided: beam.PCollection,
         moved: beam.PCollection,
     ) -> None:
         super().__init__()
-        self.previous = previous  # transforms.incremental.PreviousRun
+        self.previous = previous
         self.config = config
         self.uncounted = uncounted
         self.decided = decided
