@@ -439,3 +439,42 @@ def test_review_a_previous_run_without_counts_then_night_after_night(tmp_path):
     assert _tables(night1) == _tables(scratch)
     (corpus / "a" / "a1.txt").write_text(_prose("a1 edited", 6) + "\n")
     _rebuild_as_scratch(flags, tmp_path, night1)
+
+
+def test_review_a_regrouped_record_made_invalid_between_the_readings(tmp_path, monkeypatch):
+    """A regrouped JSONL record whose line is no longer JSON when it is read again: its reject
+    must keep the lines the counts still hold, or no later night takes them off."""
+    from transforms.ingest import reread
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    path = corpus / "x.jsonl"
+    rec = [{"id": f"r{i}", "text": _prose(f"r{i}", 5) + f"\n\n{FOOTER}"} for i in range(4)]
+    _jsonl(path, rec)
+    flags = ["--input", str(corpus / "*"), *FLAGS]
+    night0 = str(tmp_path / "night0")
+    run([*flags, "--output", night0])
+
+    # r0 and r1 lose the footer: in 2 of 4, no longer boilerplate; r2 and r3 are regrouped,
+    # and r2's line is made invalid between the first reading and the regrouped one
+    rec[0] = {"id": "r0", "text": _prose("r0", 5)}
+    rec[1] = {"id": "r1", "text": _prose("r1", 5)}
+    _jsonl(path, rec)
+    read_again = reread._ReadAgainFn.process_one
+
+    def edited_in_between(self, element):
+        _, ids = element
+        sources = {source for _, source in ids}
+        if f"{path}#L3" in sources and f"{path}#L1" not in sources:  # the regrouped records
+            lines = path.read_text().splitlines(keepends=True)
+            lines[2] = "{not json\n"
+            path.write_text("".join(lines))
+        return read_again(self, element)
+
+    monkeypatch.setattr(reread._ReadAgainFn, "process_one", edited_in_between)
+    night1 = str(tmp_path / "night1")
+    run([*flags, "--output", night1, "--previous_output", night0])
+    monkeypatch.setattr(reread._ReadAgainFn, "process_one", read_again)
+    assert path.read_text().splitlines()[2] == "{not json"
+    # the next night, nothing edited: the counts are a scratch run's
+    _rebuild_as_scratch(flags, tmp_path, night1)
