@@ -382,6 +382,11 @@ def test_review_jsonl_records_moving_between_files_and_types(tmp_path):
             lambda: (corpus / "x.jsonl").unlink(),
             # lines move within y
             lambda: _jsonl(corpus / "y.jsonl", list(reversed(rec))),
+            # three lose the footer and the other records move: regrouped on their new lines
+            lambda: _jsonl(
+                corpus / "y.jsonl",
+                [rec[1], rec[0], *({"id": r["id"], "text": _prose(r["id"], 5)} for r in rec[2:5])],
+            ),
         ],
     )
 
