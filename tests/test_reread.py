@@ -71,3 +71,14 @@ def test_a_file_that_cannot_be_read_now_rejects_each_document_asked_for_once(tmp
     assert docs == []
     assert [(r.source, r.reason) for r in rejects] == [(source, "too_large")]
     assert all(isinstance(r, Reject) for r in rejects)
+
+
+def test_a_record_no_longer_parsed_is_a_reject_of_the_document_asked_for(tmp_path):
+    path = tmp_path / "r.jsonl"  # the record asked for is not JSON any more: no id of its own
+    path.write_text("{not json\n")
+    root = str(tmp_path)
+    docs, rejects = _read(str(path), [("r0-id", f"{path}#L1")], root)
+    assert docs == []
+    assert [(r.source, r.reason, r.doc_id) for r in rejects] == [
+        (f"{path}#L1", "invalid_json", "r0-id")
+    ]

@@ -10,6 +10,7 @@ find (its file gone or edited since the first) is a reject that says so: nothing
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 
 import apache_beam as beam
@@ -54,6 +55,12 @@ class _ReadAgainFn(Stage):
                     reject: Reject = out.value
                     if reject.source in wanted:
                         found.add(reject.source)
+                        if reject.doc_id is None:  # a record no longer parsed: its id, asked
+                            # for, so that the reject stands for the document (and keeps the
+                            # lines it still counts for, boilerplate_delta.LinesOfRejects)
+                            out = beam.pvalue.TaggedOutput(
+                                out.tag, dataclasses.replace(reject, doc_id=wanted[reject.source])
+                            )
                         yield out
                     elif reject.source == path:  # the whole file: each of its documents
                         for source, doc_id in wanted.items():
