@@ -50,7 +50,6 @@ from transforms.incremental import (
     KEPT_IDS,
     MOVED,
     NOT_REUSED_IDS,
-    TRANSIENT_REJECTS,
     UNCOUNTED,
     PreviousRun,
     RebuildResult,
@@ -175,7 +174,7 @@ def _rebuild_changed(
             regroup[REJECTS],
             regroup_extracted.rejects,
             as_recorded[REGROUP_REJECTED],
-        ) | "Lines of regrouped rejects" >> LinesOfRejects(update.expected, TRANSIENT_REJECTS)
+        ) | "Lines of regrouped rejects" >> LinesOfRejects(update.expected)
         other_rejects.append(regroup_rejects)
     changed = to_clean | "Remove boilerplate" >> RemoveBoilerplate(
         config.boilerplate, spread=True, lines=lines

@@ -154,9 +154,10 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c(
             "line_digests",
             pa.binary(),
-            "the 8-byte digests of its distinct line keys as extracted, sorted, end to end: "
-            "what it adds to its group's boilerplate counts; null when it adds nothing (HTML, "
-            "PDF, DOCX, PPTX, --boilerplate off, or rows kept from a run it was not read in)",
+            "the 8-byte digests of its distinct line keys as extracted, sorted, end to end "
+            "(empty: none could be boilerplate): what it adds to its group's boilerplate "
+            "counts, besides 1 to the group's size; null when it is not counted (HTML, PDF, "
+            "DOCX, PPTX, --boilerplate off, or a row kept after a transient reject)",
         ),
     ),
     REJECTS: (
@@ -169,8 +170,9 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         _c(
             "line_digests",
             pa.binary(),
-            "a document rejected after its lines were counted for boilerplate (at chunking): "
-            "those lines, as documents.line_digests; null otherwise",
+            "a document rejected (or kept after a transient reject) after its lines were "
+            "counted for boilerplate (at chunking, or read again when its group's lines "
+            "changed): those lines, as documents.line_digests; null otherwise",
         ),
     ),
     CHANGES: (

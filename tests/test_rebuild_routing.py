@@ -216,3 +216,16 @@ def test_a_run_without_boilerplate_counts_is_chunked_again(monkeypatch, caplog) 
     current = dataclasses.replace(older, shards={**older.shards, BOILERPLATE: ()})
     monkeypatch.setattr(incremental, "load_previous_run", lambda output: current)
     assert incremental.previous_run("/previous", "fp").reusable
+
+
+def test_a_kept_document_is_written_as_not_counted() -> None:
+    """A document kept after a transient reject keeps its previous row but not its line
+    digests: the next rebuild then reads it again and counts it as it is (its lines came off
+    this night's counts, or are on its reject)."""
+    from transforms.incremental import KEPT, _SplitPrevious
+
+    row = {**_previous_doc("f", "same"), "line_digests": b"8 bytes!"}
+    out = list(_SplitPrevious().process(row, {}, {"f": True}, {}))
+    assert [o.tag for o in out] == [KEPT] and out[0].value.line_digests is None
+    unchanged = list(_SplitPrevious().process(row, {}, {}, {}))
+    assert unchanged[0].line_digests == b"8 bytes!"

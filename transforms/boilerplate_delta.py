@@ -16,7 +16,7 @@ unchanged documents read again and cleaned (`regroup`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import apache_beam as beam
@@ -251,7 +251,7 @@ REJECTED = "rejected"
 class _AsRecorded(Counts, beam.DoFn):
     """A regrouped document read again -> itself when extraction gives what it gave last time
     (its lines are counted as they were); else a reject `changed_during_run` that keeps those
-    lines, as every reject of a regrouped document must (`lines_of_rejects`)."""
+    lines, as every reject of a regrouped document must (`LinesOfRejects`)."""
 
     def process(self, doc: Document, expected: Mapping[str, tuple[str, bytes]]) -> Iterator:
         recorded = expected.get(doc.doc_id)
@@ -283,29 +283,25 @@ class AsRecorded(beam.PTransform):
         ).with_outputs(REJECTED, main="documents")
 
 
-def _keep_lines(
-    reject: Reject, expected: Mapping[str, tuple[str, bytes]], transient: Iterable[tuple[str, str]]
-) -> Reject:
-    """A reject of a regrouped document keeps the lines it still counts for, unless it is
-    transient (the document is kept, with its row's lines)."""
+def _keep_lines(reject: Reject, expected: Mapping[str, tuple[str, bytes]]) -> Reject:
+    """A reject of a regrouped document keeps the lines it still counts for: the only record
+    of them, whether the document goes or (a transient reject) is kept with a row that holds
+    none."""
     recorded = expected.get(reject.doc_id or "")
     if recorded is None or reject.line_digests is not None:
-        return reject
-    if (reject.stage, reject.reason) in transient:
         return reject
     return dataclasses.replace(reject, line_digests=recorded[1])
 
 
 class LinesOfRejects(beam.PTransform):
     """The rejects of reading regrouped documents again -> the same, each with the lines its
-    document still counts for (the next rebuild takes them off if it goes)."""
+    document still counts for (the next rebuild takes them off)."""
 
-    def __init__(self, expected: beam.PCollection, transient: Iterable[tuple[str, str]]) -> None:
+    def __init__(self, expected: beam.PCollection) -> None:
         super().__init__()
         self.expected = expected
-        self.transient = frozenset(transient)
 
     def expand(self, rejects: beam.PCollection) -> beam.PCollection:
         return rejects | "Keep their lines" >> beam.Map(
-            _keep_lines, beam.pvalue.AsDict(self.expected), self.transient
+            _keep_lines, beam.pvalue.AsDict(self.expected)
         )

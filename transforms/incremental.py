@@ -379,8 +379,9 @@ def _keyed(pair: tuple[str, bool]) -> tuple[str | bytes, bool]:
 
 class _SplitPrevious(Counts, beam.DoFn):
     """A previous document row -> its Document, unchanged (main) or `kept`, unless its id is
-    among those not reused. A kept document whose lines came off its group's counts
-    (`uncounted`) is written as not counted, so that the next rebuild counts it again."""
+    among those not reused. A kept document is written as not counted (its row holds no line
+    digests), so that the next rebuild reads it again: its lines came off its group's counts
+    (`uncounted`), or, when it was kept at a regrouped reading, they are on its reject."""
 
     def process(
         self,
@@ -388,16 +389,13 @@ class _SplitPrevious(Counts, beam.DoFn):
         not_reused: Mapping[str, bool],
         kept: Mapping[str, bool],
         moved: Mapping[str, str],
-        uncounted: Mapping[str, bool],
     ) -> Iterator:
         doc_id = row["doc_id"]
         if doc_id in not_reused:
             return
         doc = Document(**{**row, "source": moved.get(doc_id, row["source"])})
         if doc_id in kept:
-            if doc_id in uncounted:
-                doc = dataclasses.replace(doc, line_digests=None)
-            yield beam.pvalue.TaggedOutput(KEPT, doc)
+            yield beam.pvalue.TaggedOutput(KEPT, dataclasses.replace(doc, line_digests=None))
         else:
             self.stat("documents_unchanged")
             yield doc
@@ -489,13 +487,14 @@ def _not_late(pair: tuple[str, bool], late: Mapping[str, bool]) -> Iterator[tupl
 
 
 class ReuseRows(beam.PTransform):
-    """The rejects of the second reading -> RebuildResult: the previous run's rows and chunks
+    """The rejects of the later readings -> RebuildResult: the previous run's rows and chunks
     of the documents `ReuseBeforeRemoval` found unchanged, and of those kept.
 
     Kept: the documents rejected this run for a reason that may pass (TRANSIENT_REJECTS),
-    whether at the first reading (the index join's verdict) or at the second (a changed
-    document whose extraction ran over its time limit when read again: its previous rows are
-    carried over, as they would be had the first reading timed out)."""
+    whether at the first reading (the index join's verdict) or at a later one (a changed or
+    regrouped document whose extraction ran over its time limit when read again: its
+    previous rows are carried over, as they would be had the first reading timed out, and
+    written as not counted for boilerplate)."""
 
     def __init__(
         self,
@@ -536,7 +535,6 @@ class ReuseRows(beam.PTransform):
                 beam.pvalue.AsDict(not_reused_ids),
                 beam.pvalue.AsDict(kept_ids),
                 moved,
-                beam.pvalue.AsDict(verdicts[UNCOUNTED]),
             ).with_outputs(KEPT, main="unchanged")
         )
         unchanged, kept = previous_docs.unchanged, previous_docs[KEPT]
