@@ -179,13 +179,19 @@ def test_nights_of_edits_keep_the_counts_of_a_scratch_run(tmp_path):
     previous = str(tmp_path / "night0")
     run([*flags, "--output", previous])
     edits = [
-        lambda: (corpus / "a" / "a0.md").write_text("# A0\n\nRewritten whole.\n"),
-        lambda: (corpus / "b" / "b1.txt").unlink(),
-        lambda: path.write_text("".join(json.dumps(r) + "\n" for r in records[1:])),
-        lambda: (corpus / "b" / "b5.txt").write_text("New.\nShared line of b.\n" + FOOTER),
-        lambda: (corpus / "a" / "a1.md").write_text(f"# A1\n\n{_prose('a1', 6)}\n"),
-        # the footer in 2 of 5: no longer boilerplate, a3 and a4 cleaned again
-        lambda: (corpus / "a" / "a2.md").write_text(f"# A2\n\n{_prose('a2', 6)}\n"),
+        lambda: (
+            (corpus / "a" / "a0.md").write_text("# A0\n\nRewritten whole.\n"),
+            (corpus / "b" / "b1.txt").unlink(),
+        ),
+        lambda: (
+            path.write_text("".join(json.dumps(r) + "\n" for r in records[1:])),
+            (corpus / "b" / "b5.txt").write_text("New.\nShared line of b.\n" + FOOTER),
+        ),
+        # the footer in 2 of 5: no longer boilerplate, a0, a3 and a4 cleaned again
+        lambda: [
+            (corpus / "a" / f"a{i}.md").write_text(f"# A{i}\n\n{_prose(f'a{i}', 6)}\n")
+            for i in (1, 2)
+        ],
         # in 3 of 5 again: boilerplate again
         lambda: (corpus / "a" / "a0.md").write_text(f"# A0\n\nRewritten.\n\n{FOOTER}\n"),
     ]
@@ -200,7 +206,7 @@ def test_nights_of_edits_keep_the_counts_of_a_scratch_run(tmp_path):
         regrouped.append(report(output)["documents_chunked"])
         shutil.rmtree(scratch)
         previous = output
-    # the last two nights change one document each, and clean the group's others again
+    # the last two nights change two documents and one, and clean the group's others again
     assert regrouped[-2:] == [5, 5]
 
 

@@ -208,7 +208,7 @@ def test_jsonl_records_moving_between_files_and_types(tmp_path):
     )
 
 
-@pytest.mark.parametrize("fraction,min_docs", [("1.0", "2"), ("0.34", "2"), ("0.5", "4")])
+@pytest.mark.parametrize("fraction,min_docs", [("1.0", "2"), ("0.5", "4")])
 def test_min_docs_and_min_fraction_edges(tmp_path, fraction, min_docs):
     corpus = _folder(tmp_path, 4, 2)
     flags = [
