@@ -17,9 +17,9 @@ from tests.e2e.test_rebuild_before_removal import (
     _prose,
     _rebuild_as_scratch,
     _tables,
+    quiet_rebuild,
 )
 from tests.jobs import run
-from tests.tables import report
 
 pytestmark = pytest.mark.slow
 
@@ -48,14 +48,7 @@ def _nights(tmp_path, flags: list[str], edits) -> list[str]:
 
 def test_quiet_rebuild_with_boilerplate_off_reuses_every_document(tmp_path):
     corpus = _folder(tmp_path, 3, 3)
-    flags = ["--input", str(corpus / "*"), "--boilerplate=off", *FLAGS]
-    night1 = str(tmp_path / "night1")
-    run([*flags, "--output", night1])
-    night2 = str(tmp_path / "night2")
-    run([*flags, "--output", night2, "--previous_output", night1])
-    assert _tables(night2) == _tables(night1)
-    r = report(night2)
-    assert (r["documents_chunked"], r["documents_unchanged"]) == (0, 3)
+    quiet_rebuild(tmp_path, ["--input", str(corpus / "*"), "--boilerplate=off", *FLAGS], 3)
 
 
 def test_quiet_rebuild_of_a_corpus_with_nothing_counted_reuses_every_document(tmp_path):
@@ -65,14 +58,7 @@ def test_quiet_rebuild_of_a_corpus_with_nothing_counted_reuses_every_document(tm
         (corpus / f"p{i}.html").write_text(
             f"<html><head><title>P{i}</title></head><body><p>{_prose(f'p{i}', 8)}</p></body></html>"
         )
-    flags = ["--input", str(corpus / "*"), *FLAGS]
-    night1 = str(tmp_path / "night1")
-    run([*flags, "--output", night1])
-    night2 = str(tmp_path / "night2")
-    run([*flags, "--output", night2, "--previous_output", night1])
-    assert _tables(night2) == _tables(night1)
-    r = report(night2)
-    assert (r["documents_chunked"], r["documents_unchanged"]) == (0, 3)
+    quiet_rebuild(tmp_path, ["--input", str(corpus / "*"), *FLAGS], 3)
 
 
 TINY_CHUNK = "--chunk_timeout_s=0.000001"
