@@ -367,24 +367,16 @@ def _remove_from(
 
 
 def _cleaned(doc: Document, group_lines: set[bytes]) -> tuple[Document, list[str], int, bool]:
-    """`_remove` of a counted document by its group's boilerplate line digests, and its own
-    line digests recorded (`line_digests_of`): its lines classified and keyed once for both,
-    and not at all when it has its digests and its group no boilerplate line."""
-    if doc.line_digests is not None and not group_lines:
+    """`_remove` of a document by its group's boilerplate line digests: its lines are
+    classified and keyed once, and not at all when its group has no boilerplate line."""
+    if not group_lines:
         return doc, [], 0, False
     lines = doc.text.splitlines(keepends=True)
     infos = _removable(doc, lines)
     if infos is None:
-        return replace(doc, line_digests=b""), [], 0, False
+        return doc, [], 0, False
     keys = [line_key(line) for line in lines]
-    digests = {key: digest(key) for key in set(keys) if key is not None}
-    own = {
-        digests[key]
-        for key, info in zip(keys, infos, strict=True)
-        if info.removable and key is not None
-    }
-    doc = replace(doc, line_digests=b"".join(sorted(own)))
-    boiler = {key for key, d in digests.items() if d in group_lines}
+    boiler = {key for key in set(keys) if key is not None and digest(key) in group_lines}
     return _remove_from(doc, lines, infos, keys, boiler)
 
 
@@ -418,14 +410,6 @@ within one group: about 3e-6, and then only their counts are added together."""
 def digest(text: str) -> bytes:
     """The digest that stands for a group or a line key in the counts."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
-
-
-def _group_line_pairs(doc: Document) -> Iterator[bytes]:
-    """The (group, line) pairs of `doc`'s distinct line keys, each as one key: the two digests
-    end to end (a tuple of two would shuffle two length prefixes more per pair)."""
-    group = digest(group_of(doc))
-    for key in sorted(candidate_keys(doc)):
-        yield group + digest(key)
 
 
 def _enough_docs(entry: tuple[bytes, int], min_docs: int) -> bool:
@@ -473,9 +457,6 @@ def lines_digest(lines: Iterable[bytes]) -> str:
     return hashlib.blake2b(b"".join(sorted(set(lines))), digest_size=DIGEST_BYTES).hexdigest()
 
 
-NO_LINES = lines_digest(())  # a group with no boilerplate line
-
-
 def boilerplate_group(doc: Document) -> bytes | None:
     """The digest of the group whose lines are removed from `doc`; None for the documents
     that keep every line (HTML, PDF, DOCX, PPTX)."""
@@ -504,10 +485,10 @@ class _RemoveLinesFn(Counts, beam.DoFn):
             yield doc
             return
         digests = set(boilerplate[group])  # a multimap: empty for a group without boilerplate
-        # the lines it is cleaned with, and those it counted for, for the next rebuild
-        doc = replace(doc, boilerplate_digest=lines_digest(digests))
+        # the lines it is cleaned with, and those it counted for (computed where it was
+        # extracted, as a rule), for the next rebuild
+        doc = replace(with_line_digests(doc), boilerplate_digest=lines_digest(digests))
         new_doc, removed, chars, all_boilerplate = _cleaned(doc, digests)
-        doc = replace(doc, line_digests=new_doc.line_digests)
         if removed:
             # Tokens the job no longer embeds (and pays for), for the cost report: those of the
             # removed lines, each counted alone. Never the whole document: tiktoken's
@@ -540,15 +521,14 @@ class _RemoveLinesFn(Counts, beam.DoFn):
 
 
 def _pair_digests(doc: Document) -> Iterator[bytes]:
-    """`_group_line_pairs` of a document that is counted (not HTML, PDF, DOCX or PPTX), from
-    its `line_digests` when it has them."""
-    if not _not_html(doc):
-        return
-    if doc.line_digests is None:
-        yield from _group_line_pairs(doc)
+    """The (group, line) pairs of a counted document's distinct line keys (not HTML, PDF, DOCX
+    or PPTX), each as one key: the two digests end to end (a tuple of two would shuffle two
+    length prefixes more per pair)."""
+    lines = with_line_digests(doc).line_digests
+    if lines is None:  # not counted
         return
     group = _group_digest(doc)
-    for line in split_digests(doc.line_digests):
+    for line in split_digests(lines):
         yield group + line
 
 
@@ -671,18 +651,6 @@ class RemoveBoilerplate(beam.PTransform):
         return docs | "Remove boilerplate lines" >> beam.ParDo(
             _RemoveLinesFn(self.config.tokenizer), beam.pvalue.AsMultiMap(boilerplate)
         ).with_output_types(Document)
-
-
-class GroupDigests(beam.PTransform):
-    """PCollection[(group digest, line digest)] -> PCollection[(group digest, lines_digest)]:
-    the digest of each group's boilerplate lines (groups with none have no element: NO_LINES)."""
-
-    def expand(self, lines: beam.PCollection) -> beam.PCollection:
-        return (
-            lines
-            | "Lines of each group" >> beam.CombinePerKey(beam.combiners.ToSetCombineFn())
-            | "Digest of each group" >> beam.MapTuple(lambda group, ls: (group, lines_digest(ls)))
-        )
 
 
 def _identity(doc: Document) -> Document:

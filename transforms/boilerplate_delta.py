@@ -31,8 +31,8 @@ from transforms.boilerplate import (
     digest,
     group_of_source,
     is_boilerplate,
-    line_digests_of,
     split_digests,
+    with_line_digests,
 )
 from transforms.ingest.reread import GONE
 from transforms.stage_base import Counts
@@ -50,8 +50,7 @@ def _plus(doc: Document) -> Iterator[tuple[bytes, int]]:
     if group is None:  # HTML, PDF, DOCX, PPTX: never counted
         return
     yield group, 1
-    lines = doc.line_digests if doc.line_digests is not None else line_digests_of(doc)
-    for line in split_digests(lines):
+    for line in split_digests(with_line_digests(doc).line_digests or b""):
         yield group + line, 1
 
 
