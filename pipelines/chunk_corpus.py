@@ -38,7 +38,7 @@ from transforms.boilerplate import (
     with_line_digests,
 )
 from transforms.boilerplate_delta import REJECTED as REGROUP_REJECTED
-from transforms.boilerplate_delta import AsRecorded, LinesOfRejects, UpdateCounts
+from transforms.boilerplate_delta import AsRecorded, LinesOfRejects, UpdateCounts, id_of_entry
 from transforms.budget import CountChunkTokens
 from transforms.changes import ChangeInputs, ChangeLog, PreviousTables
 from transforms.chunking.routing import ChunkDocuments
@@ -146,15 +146,14 @@ def _rebuild_changed(
         config.extract_timeout_s
     )
     to_clean = again_extracted.documents
-    if counted:
-        to_clean = to_clean | "Line digests" >> beam.Map(with_line_digests)
     late_rejects = [again_extracted.rejects]  # their transient ones keep their rows
     other_rejects: list[beam.PCollection] = [again[REJECTS]]
     lines, regrouped_ids, rows = None, None, None
     if counted:
+        to_clean = to_clean | "Line digests" >> beam.Map(with_line_digests)
         verdicts = split.verdicts
         decided = (
-            split.to_read | "Ids read again" >> beam.Map(_id_of_entry),
+            split.to_read | "Ids read again" >> beam.Map(id_of_entry),
             verdicts[NOT_REUSED_IDS],
             verdicts[KEPT_IDS],
         ) | "Documents decided" >> beam.Flatten()
@@ -189,10 +188,6 @@ def _rebuild_changed(
         *other_rejects,
     )
     return rebuild._replace(changed=changed), rejects, rows
-
-
-def _id_of_entry(entry: tuple[str, str, str]) -> tuple[str, bool]:
-    return entry[1], True
 
 
 def build_pipeline(

@@ -157,7 +157,8 @@ class _Regroup(beam.DoFn):
         yield beam.pvalue.TaggedOutput(EXPECTED, (doc_id, (row["extracted_hash"], lines)))
 
 
-def _regrouped_id(entry: tuple[str, str, str]) -> tuple[str, bool]:
+def id_of_entry(entry: tuple[str, str, str]) -> tuple[str, bool]:
+    """(doc_id, True) of a (file, doc_id, source) to read again."""
     return entry[1], True
 
 
@@ -240,7 +241,7 @@ class UpdateCounts(beam.PTransform):
             beam.pvalue.AsDict(self.decided),
             beam.pvalue.AsDict(self.moved),
         ).with_outputs(EXPECTED, main=REGROUP)
-        regrouped_ids = regroup[REGROUP] | "Regrouped ids" >> beam.Map(_regrouped_id)
+        regrouped_ids = regroup[REGROUP] | "Regrouped ids" >> beam.Map(id_of_entry)
         return CountUpdate(decided.lines, regroup[REGROUP], regrouped_ids, regroup[EXPECTED], rows)
 
 
