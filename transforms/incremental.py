@@ -405,10 +405,14 @@ KEPT = "kept"
 
 
 class EarlySplit(NamedTuple):
-    # (file, doc_id, source) of this run's documents that changed: to read again, clean and chunk
-    to_read: beam.PCollection
     # the index join's verdicts on the documents that changed (`ReuseRows` takes them)
     verdicts: beam.pvalue.DoOutputsTuple
+
+    @property
+    def to_read(self) -> beam.PCollection:
+        """(file, doc_id, source) of this run's documents that changed: to read again, clean
+        and chunk."""
+        return self.verdicts[TO_READ]
 
 
 class ReuseBeforeRemoval(beam.PTransform):
@@ -478,7 +482,7 @@ class ReuseBeforeRemoval(beam.PTransform):
                 TO_READ, KEPT_IDS, MOVED, UNCOUNTED, main=NOT_REUSED_IDS
             )
         )
-        return EarlySplit(verdicts[TO_READ], verdicts)
+        return EarlySplit(verdicts)
 
 
 def _not_late(pair: tuple[str, bool], late: Mapping[str, bool]) -> Iterator[tuple[str, bool]]:
