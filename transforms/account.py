@@ -13,10 +13,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from runs.manifest import file_entry, inventory_of, write_atomically
+from runs.staging import delete_folder
 from transforms.cost_combine import CostReportFn
 from transforms.cost_report import REPORT_JSON, REPORT_MARKDOWN, CostReport, Pricing, build_report
 from transforms.stat_events import chunk_events, reject_event
-from transforms.write import HASHES_FOLDER, delete_folder, recorded_entry
+from transforms.write import HASHES_FOLDER, recorded_entry
 
 
 def write_text(path: str, text: str) -> None:

@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.value_provider import StaticValueProvider
 
 from runs.manifest import file_entry
+from runs.staging import delete_folder
 from schemas.arrow import (
     BOILERPLATE_SCHEMA,
     CHANGE_SCHEMA,
@@ -351,16 +352,6 @@ class WriteShards(beam.PTransform):
                 )
         writes.append(others | "Other rows" >> beam.Flatten())
         return tuple(writes) | "Tables" >> WriteTables(self.output, schemas, record_hashes=True)
-
-
-def delete_folder(folder: str) -> None:
-    """`folder` and the files in it, each by name: an object store has no folder to delete
-    (`exists` of a prefix is false), and a failed attempt's files stay in it."""
-    found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
-    if found:
-        FileSystems.delete([m.path for m in found])
-    if FileSystems.exists(folder):  # a local folder
-        FileSystems.delete([folder])
 
 
 def _make_folder(folder: str) -> None:
