@@ -17,8 +17,11 @@ copied from the document (checked by `eval.verify_answers`):
   does requests.utils.get_netrc_auth() do?" with the docstring's first paragraph as answer;
   some become "Where is X implemented?" with the whole function as answer.
 
-Selection is deterministic (sorted files, a fixed random seed): the same packages give the
-same files.
+Every candidate a rule yields is asked (since 2026-12-05; the sets were seeded samples of up
+to 60 a corpus before, and those questions are still there with the same ids and halves): on 16
+to 34 confirm questions a corpus, one or two questions decided a per-corpus comparison.
+Selection is deterministic (sorted files; `n` takes a seeded sample, as before): the same
+packages give the same files.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def _html(path: str) -> Any:
 # --- PostgreSQL: purpose line -> question, Description's first paragraph -> answer ------------
 
 
-def postgresql(root: str, n: int) -> list[dict]:
+def postgresql(root: str, n: int | None = None) -> list[dict]:
     candidates = []
     for path in sorted(glob.glob(os.path.join(root, "postgresql", "sql-*.html"))):
         tree = _html(path)
@@ -87,8 +90,7 @@ def postgresql(root: str, n: int) -> list[dict]:
             source = os.path.relpath(path, root)
             question = f"How do I {what}?"
             candidates.append(_record(f"pg-{name}", question, answer, source, "postgresql", "html"))
-    random.Random(SEED).shuffle(candidates)
-    return sorted(candidates[:n], key=lambda r: r["id"])
+    return _sample(candidates, n)
 
 
 # --- SQLite FAQ: the question headings ---------------------------------------------------------
@@ -158,7 +160,7 @@ def _first_paragraph(lines: list[str], start: int) -> str | None:
     return None
 
 
-def nodejs(root: str, per_module: int) -> list[dict]:
+def nodejs(root: str, per_module: int | None = None) -> list[dict]:
     out = []
     rng = random.Random(SEED)
     for path in sorted(glob.glob(os.path.join(root, "nodejs", "*.md"))):
@@ -198,7 +200,9 @@ def _code_id(module: str) -> str:
     return "requests." + module
 
 
-def code(root: str, n_docstring: int, n_where: int) -> list[dict]:
+def code(root: str, n_docstring: int | None = None, n_where: int | None = None) -> list[dict]:
+    """Every public function's docstring question and every "where" question, or a seeded
+    sample of each (the where questions then skip the functions already asked about)."""
     docstring, where = [], []
     for path in sorted(glob.glob(os.path.join(root, "requests", "*.py"))):
         with open(path, encoding="utf-8") as f:
@@ -220,6 +224,8 @@ def code(root: str, n_docstring: int, n_where: int) -> list[dict]:
                 question = f"Where is {module}{qualname}() implemented?"
                 qid = f"code-where-{_code_id(module)}{qualname}"
                 where.append(_record(qid, question, body, source, "code", "code"))
+    if n_docstring is None and n_where is None:
+        return sorted(docstring + where, key=lambda r: r["id"])
     rng = random.Random(SEED)
     rng.shuffle(docstring)
     picked = docstring[:n_docstring]
@@ -262,12 +268,14 @@ def _definition_question(name: str, kind: str) -> str:
     return f"What is {name}?"
 
 
-def _sample(candidates: list[dict], n: int) -> list[dict]:
+def _sample(candidates: list[dict], n: int | None) -> list[dict]:
+    """A seeded sample of `n` (the first `n` of one shuffle, so a larger `n` keeps a smaller
+    one's questions), or every candidate when `n` is None."""
     random.Random(SEED).shuffle(candidates)
     return sorted(candidates[:n], key=lambda r: r["id"])
 
 
-def sphinx(root: str, corpus: str, n: int) -> list[dict]:
+def sphinx(root: str, corpus: str, n: int | None = None) -> list[dict]:
     """Sphinx's Python domain: `<dl class="py function">` and friends. The name is the `dt`'s
     id less its first (module) component: `click.Context.invoke` asks about Context.invoke."""
     candidates, seen = [], set()
@@ -308,7 +316,7 @@ def sphinx(root: str, corpus: str, n: int) -> list[dict]:
     return _sample(candidates, n)
 
 
-def javadoc(root: str, corpus: str, n: int) -> list[dict]:
+def javadoc(root: str, corpus: str, n: int | None = None) -> list[dict]:
     """Javadoc's member details (`<li class="blockList">` with an `h4` name, a `pre` signature
     and a `div.block` description), named Class.member; constructors are left out."""
     candidates, seen = [], set()
@@ -337,7 +345,7 @@ def javadoc(root: str, corpus: str, n: int) -> list[dict]:
 _CPP_NAME = re.compile(r"^(?!__declspec)[A-Za-z_][\w:]*(operator(\W{1,3}| \w+))?$")
 
 
-def doxygen(root: str, corpus: str, n: int) -> list[dict]:
+def doxygen(root: str, corpus: str, n: int | None = None) -> list[dict]:
     """Doxygen's member documentation (`div.memitem`: `memproto` and `memdoc`), named by the
     prototype's qualified name less its namespace (`Json::Value::isMember` -> Value::isMember);
     the answer is the description's first paragraph (not the "Definition at line" one)."""
@@ -492,14 +500,14 @@ def main() -> None:
         return
     os.makedirs(args.out, exist_ok=True)
     sets = {
-        "postgresql": postgresql(args.corpus, 60),
+        "postgresql": postgresql(args.corpus),
         "sqlite_faq": sqlite(args.corpus),
-        "nodejs": nodejs(args.corpus, 7),
-        "code": code(args.corpus, 30, 15),
-        "click": sphinx(args.corpus, "click", 60),
-        "attrs": sphinx(args.corpus, "attrs", 60),
-        "junit": javadoc(args.corpus, "junit", 60),
-        "jsoncpp": doxygen(args.corpus, "jsoncpp", 60),
+        "nodejs": nodejs(args.corpus),
+        "code": code(args.corpus),
+        "click": sphinx(args.corpus, "click"),
+        "attrs": sphinx(args.corpus, "attrs"),
+        "junit": javadoc(args.corpus, "junit"),
+        "jsoncpp": doxygen(args.corpus, "jsoncpp"),
     }
     for name, records in sets.items():
         with open(os.path.join(args.out, f"{name}.jsonl"), "w", encoding="utf-8") as f:

@@ -85,9 +85,17 @@ def test_split_of_is_a_fixed_function_of_the_id() -> None:
     assert 400 < halves.count("tune") < 600
 
 
+# An API's qualified name may hold such a word (requests' `models.Response.json()`): it names
+# the API, which a question may, not a product.
+API_NAME = re.compile(r"\b\w+(?:\.\w+)+\(\)")
+
+
 def test_no_question_names_its_corpus_or_product() -> None:
-    named = [r["question"] for r in _records() if PRODUCT.search(r["question"])]
+    named = [
+        r["question"] for r in _records() if PRODUCT.search(API_NAME.sub("", r["question"]))
+    ]
     assert named == []
+    assert PRODUCT.search(API_NAME.sub("", "What does json() do in requests?"))
 
 
 def test_definition_corpora_are_in_the_set() -> None:
