@@ -91,9 +91,7 @@ API_NAME = re.compile(r"\b\w+(?:\.\w+)+\(\)")
 
 
 def test_no_question_names_its_corpus_or_product() -> None:
-    named = [
-        r["question"] for r in _records() if PRODUCT.search(API_NAME.sub("", r["question"]))
-    ]
+    named = [r["question"] for r in _records() if PRODUCT.search(API_NAME.sub("", r["question"]))]
     assert named == []
     assert PRODUCT.search(API_NAME.sub("", "What does json() do in requests?"))
 

@@ -38,3 +38,19 @@ def test_inline_code_over_two_lines_stays_inline():
     assert [s.path[-1] for s in markdown_sections(text)] == [
         "REVOKE", "Synopsis", "Description", "Notes", "Examples", "Compatibility"
     ]  # fmt: skip
+
+
+def test_paragraph_whitespace_is_collapsed_as_a_browser_shows_it():
+    text = html_to_markdown(_page("postgresql15-sql-set.html.gz")).text
+    # Before: the page's source lines and their indentation stayed inside paragraphs and
+    # list items ("...the\n   `SET` command", ": Specifies that ... session.\n      (This is").
+    description = text.split("## Description\n\n")[1].split("\n\n")[0]
+    assert description.startswith("The `SET` command changes run-time configuration parameters.")
+    assert "\n" not in description and "  " not in description
+    assert (
+        "- `SESSION`\n: Specifies that the command takes effect for the current session. (This "
+        "is the default if neither `SESSION` nor `LOCAL` appears.)\n- `LOCAL`\n"
+    ) in text
+    # a <pre> keeps its lines and indentation
+    assert "```\nSET [ SESSION | LOCAL ] configuration_parameter { TO | = }" in text
+    assert "\nSET [ SESSION | LOCAL ] TIME ZONE" in text
