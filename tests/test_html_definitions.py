@@ -1,5 +1,5 @@
 """HTML API references: trafilatura's definition terms are not headings, and heading text keeps
-its backslash escapes (real pages: Python 3.11's documentation, Debian's python3.11-doc)."""
+its backslash escapes (a real page: Sphinx 5.3's "Logging API", Debian's sphinx-doc)."""
 
 import gzip
 import os
@@ -16,20 +16,20 @@ def _page(name: str) -> str:
 
 
 def test_definition_terms_of_a_real_api_page_are_not_headings():
-    text = html_to_markdown(_page("python311-datamodel.html.gz")).text
-    paths = {path for section in markdown_sections(text) for path in [section.path]}
-    # Before: every signature (`object.__lt__(self, other)` ...) was a level-2 heading, and
-    # the real headings after it nested under it.
-    assert not [h for _, _, h in headings(text) if "(" in h]
-    assert ("3. Data model", "3.3. Special method names", "3.3.1. Basic customization") in paths
-    # a definition's term is the last entry of its own section's path, under the real headings
+    text = html_to_markdown(_page("sphinx53-extdev-logging.html.gz")).text
+    paths = {section.path for section in markdown_sections(text)}
+    # Before (and again with `definition_terms_inline` left out): four signatures were
+    # headings ("error(msg, *args, **kwargs)", "class sphinx.util.logging.SphinxLoggerAdapter
+    # (logging.LoggerAdapter)[source] : LoggerAdapter allowing..."), the term glued to its
+    # description.
+    assert [h for _, _, h in headings(text)] == ["Logging API"]
+    # a definition's term is the last entry of its own section's path, under the real heading
+    assert ("Logging API", "sphinx.util.logging.getLogger(name)[source]") in paths
     assert (
-        "3. Data model",
-        "3.3. Special method names",
-        "3.3.1. Basic customization",
-        "object.__repr__(self)",
+        "Logging API",
+        "class sphinx.util.logging.SphinxLoggerAdapter(logging.LoggerAdapter)[source]",
     ) in paths
-    assert "- object.__lt__(*self*, *other*)" in text  # a list item, term and all
+    assert "\n  - error(*msg*, **args*, ***kwargs*)\n" in text  # a nested item, term and all
 
 
 def test_heading_text_keeps_backslash_escapes():
