@@ -1,6 +1,7 @@
 """corpus-chunker evaluate: retrieval metrics of finished runs on a labelled question set.
 
     corpus-chunker evaluate RUN [RUN...] --questions Q.jsonl [--json_out F] [--k 1 5 10]
+        [--baseline RUN]
     python -m commands.evaluate ...                                   (the same)
 
 Each question is embedded with its run's own model (the one `run_manifest.json` names) and
@@ -9,7 +10,9 @@ record batches and only a running top list per question is kept, so memory holds
 of embeddings plus the questions, whatever the corpus size. Relevance is the word-shingle
 rule of `commands.relevance`, and only chunks of the document an answer names can be
 relevant to it. A run with parent chunks (`--parent_chunk_size`) is scored twice: its
-children as retrieved, and "retrieve the child, return its parent".
+children as retrieved, and "retrieve the child, return its parent". With `--baseline RUN`,
+that run is compared with each other one question by question (`commands.paired`): is a
+difference in the table more than the questions' noise?
 
 Metrics, per question, then averaged (a question's answers are its answer passages), computed
 by ir-measures (trec_eval's R@k, RR@10, nDCG@10) with the answers as the relevant documents:
@@ -511,7 +514,7 @@ def evaluate_run(
         results.append(
             {
                 "run": run,
-                "label": os.path.basename(os.path.normpath(run)) + (" (parent)" if parents else ""),
+                "label": _label(run) + (" (parent)" if parents else ""),
                 "scoring": "child -> parent" if parents else "chunk",
                 "embedding_model": model,
                 "embedded_tokens": report.embedded_tokens,
@@ -522,7 +525,7 @@ def evaluate_run(
                 "first_relevant_rank": {
                     q.id: rank for q, rank in zip(questions, first_hit, strict=True)
                 },
-                # per question: its metrics, for paired comparisons of runs (eval.stats)
+                # per question: its metrics, for paired comparisons of runs (commands.paired)
                 "per_question": {
                     q.id: {metric: s[metric] for metric in metric_names(ks)}
                     for q, s in zip(questions, scores, strict=True)
@@ -602,10 +605,51 @@ def parse_args(argv: Iterable[str]) -> argparse.Namespace:
     parser.add_argument(
         "--k", type=int, nargs="+", default=list(DEFAULT_KS), help="cut-offs of Recall@k"
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="RUN",
+        help="also compare this run (one of RUN..., by its folder name) with each other run, "
+        "question by question: R@10 and MRR@10 differences with a paired bootstrap 95%% "
+        "interval, won / lost, sign test and randomization test, per corpus and per half",
+    )
     args = parser.parse_args(list(argv))
     if any(k < 1 for k in args.k):
         parser.error(f"--k values must be positive, got {args.k}")
+    labels = [_label(run) for run in args.runs]
+    if args.baseline is not None:
+        args.baseline = _label(args.baseline)
+        if args.baseline not in labels:
+            parser.error(f"--baseline {args.baseline} is not one of the runs: {', '.join(labels)}")
+        if len(labels) < 2:
+            parser.error("--baseline needs a second run to compare with")
+        if 10 not in args.k:
+            args.k.append(10)  # the comparison is of R@10 and MRR@10
     return args
+
+
+def _label(run: str) -> str:
+    """A run's label in the tables: its folder's name."""
+    return os.path.basename(os.path.normpath(run))
+
+
+def paired_tables(evaluation: dict[str, Any], questions: Sequence[Question], baseline: str) -> str:
+    """`baseline` against each other run, question by question (commands.paired), one table
+    per half of the question file, or one when it has no halves; also kept in `evaluation`."""
+    from commands.paired import compare_runs, significance_table
+
+    paired = compare_runs(evaluation, questions, baseline=baseline)
+    evaluation["paired"] = paired
+    splits = [s for s in SPLITS if any(q.split == s for q in questions)] or [None]
+    intro = (
+        f"{baseline} minus each run per question (paired bootstrap {paired['resamples']:,} "
+        f"resamples, seed {paired['seed']}; won / lost: questions where {baseline} scores more "
+        "/ less; p: exact two-sided sign test; p rand.: paired randomization test)"
+    )
+    return "\n\n".join(
+        f"{intro}{'' if s is None else f', {s} half'}:\n\n{significance_table(paired, s)}"
+        for s in splits
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -623,6 +667,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 file=sys.stderr,
             )
     print(markdown_table(evaluation))
+    if args.baseline is not None:
+        print()
+        print(paired_tables(evaluation, load_questions(args.questions), args.baseline))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(evaluation, f, indent=2)

@@ -9,7 +9,7 @@ over the default run's extracted documents, then `corpus-chunker evaluate` on al
 The table goes to stdout and CACHE/results.md, the numbers to CACHE/results.json; with
 --runs DIR the runs, the table and the numbers go to DIR instead (worktrees sharing one fetched
 corpus, with --no_fetch, keep their runs apart). After the halves, the default against each
-other run question by question (eval.stats: paired bootstrap intervals, sign tests), in the
+other run question by question (commands.paired: paired bootstrap intervals, sign tests), in the
 table and in results.json's "paired".
 """
 
@@ -262,7 +262,7 @@ def main() -> None:
         pair_runs["pdf"].append(run)
 
     from commands.evaluate import evaluate, load_questions, markdown_table
-    from eval.stats import compare_runs, significance_table
+    from commands.paired import compare_runs, significance_table
 
     plain = [os.path.join(runs_dir, n) for n in names if n not in neutral and n not in pair_names
              and n not in PAIR_LANGCHAIN]  # fmt: skip
@@ -290,7 +290,7 @@ def main() -> None:
         f"{split} half, R@10 / MRR@10:\n\n{halves_table(evaluation, split)}"
         for split in ("confirm", "tune")
     )
-    # the default against each other run, question by question (eval.stats)
+    # the default against each other run, question by question (commands.paired)
     evaluation["paired"] = compare_runs(evaluation, load_questions(questions))
     if evaluation["paired"]["comparisons"]:
         halves += "\n\n" + "\n\n".join(

@@ -1,4 +1,4 @@
-"""eval.stats: paired differences of two runs, their bootstrap interval and sign test."""
+"""commands.paired: paired differences of two runs, their bootstrap interval and sign test."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from commands.evaluate import Answer, Question, evaluate_run, load_questions
-from commands.relevance import Passage
-from eval.stats import (
+from commands.paired import (
     bootstrap_ci,
     compare_runs,
     paired_difference,
@@ -18,6 +17,7 @@ from eval.stats import (
     sign_test,
     significance_table,
 )
+from commands.relevance import Passage
 from tests.test_evaluate import A1, B1, DOC_A, DOC_B, E, _chunk, _write_jsonl, _write_run
 
 

@@ -378,3 +378,50 @@ def test_a_baseline_runs_report_reads_as_the_jobs(tmp_path) -> None:
     ablation = report_of(chunks=5, embedded_tokens=None, cost_usd=None, header_tokens=40)
     (tmp_path / "cost_report.json").write_text(ablation.to_json())
     assert CostReport.read(str(tmp_path)).header_tokens == 40
+
+
+def test_evaluate_baseline_prints_the_paired_comparison(tmp_path, monkeypatch, capsys):
+    # four questions, each answered by its own chunk; run "a" ranks every answer first, run
+    # "b" ranks q1's and q2's answers past rank 10 (by the vectors below) and the others first
+    texts = [f"passage number {n} about topic {n} with several words in it" for n in "wxyz"]
+    records = [
+        {"id": f"q{i}", "question": f"q{i}?", "answers": [{"text": t, "source": DOC_A}],
+         "corpus": "c1" if i < 2 else "c2", "split": "confirm"}
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+    path = _write_jsonl(tmp_path / "q.jsonl", records)
+    dim = 16
+    basis = np.eye(dim, dtype=np.float32)
+    answers = [
+        _chunk(f"a{i}", "/data/" + DOC_A, t, basis[i], tokens=10) for i, t in enumerate(texts)
+    ]
+    # ten distractors that each question's vector prefers in run "b"
+    distract = [_chunk(f"d{j}", "/data/" + DOC_B, f"other {j}", basis[4 + j], tokens=5)
+                for j in range(10)]  # fmt: skip
+    run_a = _write_run(tmp_path / "a", [answers], dim=dim)
+    b_rows = [dict(r) for r in answers]
+    for r in b_rows[:2]:
+        r["embedding"] = [float(x) for x in -basis[int(r["chunk_id"][1])]]
+    run_b = _write_run(tmp_path / "b", [b_rows + distract], dim=dim)
+    queries = basis[:4] + 0.1 * basis[4:14].sum(axis=0)
+    monkeypatch.setattr(evaluate, "embed_questions", lambda model, t: queries[: len(t)])
+    evaluate.main([run_a, run_b, "--questions", path, "--baseline", "a"])
+    out = capsys.readouterr().out
+    assert "a minus each run per question" in out and "confirm half" in out
+    paired = out[out.index("a minus each run per question") :]
+    rows = [line for line in paired.splitlines() if line.startswith("| ") and "| b |" in line]
+    # per corpus (c1: both of its questions won, MRR@10 1 -> 0) and all four questions
+    assert rows[0].startswith("| c1 | b | 2 | +1.000 [+1.000, +1.000] | 2 / 0 | 0.500 |")
+    assert rows[1].startswith("| c2 | b | 2 | 0.000 [0.000, 0.000] | 0 / 0 | 1.000 |")
+    assert rows[2].startswith("| all | b | 4 | +0.500 [")
+    assert "| 2 / 0 | 0.500 |" in rows[2]
+
+
+def test_evaluate_baseline_must_name_one_of_the_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        evaluate.parse_args(["r1", "r2", "--questions", "q.jsonl", "--baseline", "r3"])
+    assert "--baseline r3 is not one of the runs: r1, r2" in capsys.readouterr().err
+    args = evaluate.parse_args(
+        ["x/r1/", "r2", "--questions", "q", "--baseline", "x/r1", "--k", "1"]
+    )
+    assert args.baseline == "r1" and 10 in args.k

@@ -135,8 +135,11 @@ def paired_difference(
     )
 
 
-def _reported(name: str) -> bool:
-    """The sets compared: all questions, each half, and each corpus's halves."""
+def _reported(name: str, halves: bool) -> bool:
+    """The sets compared: all questions, each half, and each corpus's halves; without halves,
+    all questions and each corpus."""
+    if not halves:
+        return name == "all" or name.startswith("corpus=")
     return (
         name == "all"
         or name.startswith("split=")
@@ -171,7 +174,9 @@ def compare_runs(
     if base is None:
         return out
     ids = [q.id for q in questions]
-    groups = {n: [ids[i] for i in m] for n, m in question_groups(questions).items() if _reported(n)}
+    sets = question_groups(questions)
+    halves = any(n.startswith("split=") for n in sets)
+    groups = {n: [ids[i] for i in m] for n, m in sets.items() if _reported(n, halves)}
     for other in results:
         if other is base:
             continue
@@ -205,16 +210,22 @@ def _cells(d: Mapping[str, Any], randomization: bool) -> list[str]:
     return [*cells, _p(d["p_randomization"])] if randomization else cells
 
 
-def significance_table(paired: Mapping[str, Any], split: str) -> str:
-    """One row per corpus and run on the `split` half (the whole half last): the baseline
-    minus the run, per question, R@10 and MRR@10, with interval, won / lost and sign-test p,
-    and for MRR@10 the randomization test's p too (on R@10 it is the sign test's)."""
-    rows = [
-        c
-        for c in paired["comparisons"]
-        if c["set"] == f"split={split}" or c["set"].endswith(f" split={split}")
-    ]
-    rows.sort(key=lambda c: (c["set"].startswith("split="), c["set"]))
+def significance_table(paired: Mapping[str, Any], split: str | None) -> str:
+    """One row per corpus and run on the `split` half (the whole half last; `split` None: a
+    question file without halves, each corpus and then all): the baseline minus the run, per
+    question, R@10 and MRR@10, with interval, won / lost and sign-test p, and for MRR@10 the
+    randomization test's p too (on R@10 it is the sign test's)."""
+    if split is None:
+        rows = [c for c in paired["comparisons"] if " split=" not in c["set"]]
+        rows = [c for c in rows if c["set"] == "all" or c["set"].startswith("corpus=")]
+        rows.sort(key=lambda c: (c["set"] == "all", c["set"]))
+    else:
+        rows = [
+            c
+            for c in paired["comparisons"]
+            if c["set"] == f"split={split}" or c["set"].endswith(f" split={split}")
+        ]
+        rows.sort(key=lambda c: (c["set"].startswith("split="), c["set"]))
     pct = round(paired["level"] * 100)
     metrics = [m for m in METRICS if rows and m in rows[0]]
     header = ["corpus", "run", "n"]
@@ -224,7 +235,8 @@ def significance_table(paired: Mapping[str, Any], split: str) -> str:
         header += ["p rand."] if m.startswith("mrr") else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in rows:
-        corpus = "all" if c["set"].startswith("split=") else c["set"].split(" ")[0][7:]
+        whole = c["set"] == "all" or c["set"].startswith("split=")
+        corpus = "all" if whole else c["set"].split(" ")[0][7:]
         cells = [corpus, c["run"], str(c["questions"])]
         for m in metrics:
             cells += _cells(c[m], m.startswith("mrr"))
