@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from commands.evaluate import RANK_DEPTH, Question, question_groups
+from commands.questions import RANK_DEPTH, Question, question_groups
 
 RESAMPLES = 10_000
 SEED = 0
