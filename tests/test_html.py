@@ -74,7 +74,7 @@ EXPECTED_HEADINGS = {
         "## Checklist For Choosing The Right Database Engine",
     ],
     # the sidebar's "Table of Contents"/"This Page" (h3) and "Previous topic" (h4) are not body
-    "textwrap.html": ["# `textwrap` — Text wrapping and filling"],
+    "sphinx-todo.html": ["# `sphinx.ext.todo` – Support for todo items", "## Configuration"],
 }
 
 EXPECTED_TITLES = {
@@ -83,7 +83,7 @@ EXPECTED_TITLES = {
     "tutorial-join.html": "2.6. Joins Between Tables",
     "lang_transaction.html": "Transaction",
     "whentouse.html": "Appropriate Uses For SQLite",
-    "textwrap.html": "textwrap — Text wrapping and filling",
+    "sphinx-todo.html": "sphinx.ext.todo – Support for todo items",
 }
 
 BODY_TEXT = {
@@ -113,10 +113,10 @@ BODY_TEXT = {
         "**Embedded devices and the internet of things**",
         "**Otherwise → choose SQLite!**",
     ],
-    "textwrap.html": [
-        "The `textwrap` module provides some convenience functions",
-        "textwrap.dedent(*text*)",
-        "Remove any common leading whitespace from every line in",
+    "sphinx-todo.html": [
+        "There are two additional directives when using this extension:",
+        "- todo_include_todos",
+        "Emitted when a todo is defined.",
     ],
 }
 
@@ -172,7 +172,7 @@ BOILERPLATE = {
     "tutorial-join.html": POSTGRES_NAV,
     "lang_transaction.html": SQLITE_NAV,
     "whentouse.html": SQLITE_NAV,
-    "textwrap.html": SPHINX_NAV,
+    "sphinx-todo.html": SPHINX_NAV,
 }
 
 
@@ -229,10 +229,9 @@ def test_sections_follow_their_headings() -> None:
 
 
 def test_other_metadata() -> None:
-    sphinx = extracted("textwrap.html")
+    sphinx = extracted("sphinx-todo.html")
     assert sphinx.language == "en"  # <html lang="en">
-    assert sphinx.url is None  # its canonical link is a file:// URL, not a valid page URL
-    assert sphinx.date == "2026-05-12"  # "Last updated on May 12, 2026."
+    assert sphinx.url == "https://www.sphinx-doc.org/en/master/usage/extensions/todo.html"
     assert extracted("lang_transaction.html").date == "2020-07-09"  # "last modified on 2020-07-09"
     vacuum = extracted("sql-vacuum.html")
     assert (vacuum.url, vacuum.date, vacuum.language) == (None, None, None)
@@ -253,6 +252,16 @@ def test_canonical_url_and_declared_language() -> None:
     assert result.language == "fr"
     assert headings(result.text) == ["# Titre", "## Partie"]
     assert "Accueil" not in result.text
+
+
+def test_a_file_url_is_no_page_url() -> None:
+    # Debian's documentation packages are built with canonical links to where they lie
+    html = (
+        '<html><head><title>P</title><link rel="canonical" href="file:///usr/share/doc/x.html">'
+        "</head><body><main><h1>T</h1><p>" + "A sentence of real content. " * 20 + "</p>"
+        "</main></body></html>"
+    )
+    assert html_to_markdown(html).url is None
 
 
 @pytest.mark.parametrize("name", ["whentouse.html", "sql-vacuum.html"])  # the latter: <?xml ...?>
@@ -284,7 +293,7 @@ def test_wrap_only_without_a_content_container() -> None:
     assert body[0][0].get("class") == "navheader"  # order and content unchanged, just moved
 
     # Sphinx: trafilatura finds div.body[role=main] itself, leave its choice alone
-    sphinx = lxml.html.fromstring((SAMPLES / "textwrap.html").read_bytes())
+    sphinx = lxml.html.fromstring((SAMPLES / "sphinx-todo.html").read_bytes())
     assert not _wrap_body_in_main(sphinx)
     assert sphinx.find(".//main") is None
 

@@ -298,9 +298,10 @@ ROOT_SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def test_a_text_file_is_titled_by_its_own_title_line():
-    # reST (samples/text, Python's FAQ): a label, then an over- and underlined title
-    with open(os.path.join(ROOT_SAMPLES, "text", "python-howto-sorting.rst.txt")) as f:
-        assert title_line(f.read()) == "Sorting HOW TO"
+    # reST (samples/text, Sphinx's primer): a directive, a label, then an over- and
+    # underlined title
+    with open(os.path.join(ROOT_SAMPLES, "text", "sphinx-rst-primer.rst.txt")) as f:
+        assert title_line(f.read()) == "reStructuredText Primer"
     raw = RawDocument("/x/NOTES.txt", "n", b"Release notes\n\nThe body of the notes.\n")
     assert extract_document(raw, html_to_markdown).title == "Release notes"
     assert title_line("Format: http://x/1.0/\nUpstream-Name: zlib\n") is None  # not set apart

@@ -23,7 +23,7 @@ FILES = [
     "code/bisect.py",
     "code/stack.go",
     "html/whentouse.html",
-    "text/python-howto-sorting.rst.txt",
+    "text/sphinx-rst-primer.rst.txt",
     "bad/empty.txt",
     "jsonl/records.jsonl",
 ]

@@ -18,7 +18,7 @@ Why the preparation is needed (trafilatura 2.3.1, main_extractor.py / xpaths.py)
   lists are only searched in recall mode. So every heading is silently dropped.
 * DocBook pages (PostgreSQL: ``div.refentry``/``div.sect1`` directly under ``<body>``) and
   the SQLite pages (``div.fancy`` or bare ``<body>``) have no such container; Sphinx pages
-  do (``div.body[role=main]``), which is why textwrap.html kept its ``<h1>``.
+  do (``div.body[role=main]``), which is why the samples' sphinx-todo.html kept its ``<h1>``.
 * ``compare_extraction()`` (external.py) can still pick readability instead; its output goes
   through ``sanitize_tree()``, which keeps ``<h2>`` etc. as ``<head>``. That is why a
   synthetic page -- or one ``refsect1`` repeated three times, where the wild-text recovery
