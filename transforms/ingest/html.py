@@ -945,8 +945,8 @@ def _collapsed(text: str, keep_start: bool, keep_end: bool) -> str:
     return start + body + end
 
 
-def _breaks(el: HtmlElement | None) -> bool:
-    return el is None or el.tag in _LINE_BREAKS
+def _breaks(el: HtmlElement) -> bool:
+    return el.tag in _LINE_BREAKS
 
 
 def _whitespace_collapsed(tree: HtmlElement) -> None:
@@ -964,16 +964,14 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
     for el in tree.iter():
         if not isinstance(el.tag, str):
             continue  # a comment or a processing instruction: trafilatura drops it
-        children = list(el)
         if el.text and el not in kept:
-            first = children[0] if children else None
-            el.text = _collapsed(el.text, _breaks(el), _breaks(first) if first is not None
-                                 else _breaks(el))  # fmt: skip
+            # the text ends at the first child, or at the element's own end
+            el.text = _collapsed(el.text, _breaks(el), _breaks(el[0] if len(el) else el))
         parent = el.getparent()
         if el.tail and parent is not None and parent not in kept:
+            # the tail ends at the next sibling, or at the parent's end
             after = el.getnext()
-            el.tail = _collapsed(el.tail, _breaks(el), _breaks(after) if after is not None
-                                 else _breaks(parent))  # fmt: skip
+            el.tail = _collapsed(el.tail, _breaks(el), _breaks(parent if after is None else after))
 
 
 def _wrap_body_in_main(tree: HtmlElement) -> bool:
