@@ -40,7 +40,14 @@ from typing import Any
 
 import numpy as np
 
-from commands.questions import RANK_DEPTH, SPLITS, Answer, Question, question_groups
+from commands.questions import (
+    RANK_DEPTH,
+    SPLITS,
+    Answer,
+    Question,
+    question_groups,
+    splits_of,
+)
 from commands.relevance import Passage, relevant, source_matches
 from runs.run_folder import RunFolder
 from transforms.cost_report import CostReport
@@ -595,20 +602,10 @@ def _label(run: str) -> str:
 def paired_tables(evaluation: dict[str, Any], questions: Sequence[Question], baseline: str) -> str:
     """`baseline` against each other run, question by question (commands.paired), one table
     per half of the question file, or one when it has no halves; also kept in `evaluation`."""
-    from commands.paired import compare_runs, significance_table
+    from commands.paired import compare_runs, paired_report
 
-    paired = compare_runs(evaluation, questions, baseline=baseline)
-    evaluation["paired"] = paired
-    splits = [s for s in SPLITS if any(q.split == s for q in questions)] or [None]
-    intro = (
-        f"{baseline} minus each run per question (paired bootstrap {paired['resamples']:,} "
-        f"resamples, seed {paired['seed']}; won / lost: questions where {baseline} scores more "
-        "/ less; p: exact two-sided sign test; p rand.: paired randomization test)"
-    )
-    return "\n\n".join(
-        f"{intro}{'' if s is None else f', {s} half'}:\n\n{significance_table(paired, s)}"
-        for s in splits
-    )
+    evaluation["paired"] = compare_runs(evaluation, questions, baseline=baseline)
+    return paired_report(evaluation["paired"], splits_of(questions) or [None])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -242,3 +242,22 @@ def significance_table(paired: Mapping[str, Any], split: str | None) -> str:
             cells += _cells(c[m], m.startswith("mrr"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_report(
+    paired: Mapping[str, Any], splits: Sequence[str | None], called: str | None = None
+) -> str:
+    """`significance_table` for each of `splits` (None: a question file without halves), each
+    under a line saying what it holds; `called` is how that line speaks of the baseline
+    (default: its label)."""
+    label = paired["baseline"]
+    intro = (
+        f"{label} minus each run per question (paired bootstrap {paired['resamples']:,} "
+        f"resamples, seed {paired['seed']}; won / lost: questions where {called or label} "
+        "scores more / less; p: exact two-sided sign test; p rand.: paired randomization test)"
+    )
+    return "\n\n".join(
+        f"{'' if split is None else f'{split} half, '}{intro}:\n\n"
+        f"{significance_table(paired, split)}"
+        for split in splits
+    )

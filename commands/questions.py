@@ -29,12 +29,17 @@ class Question:
     split: str | None = None  # "tune" or "confirm": the fixed half of the question set
 
 
+def splits_of(questions: Sequence[Question]) -> list[str]:
+    """The halves the questions are split into, in SPLITS' order (none: a file without)."""
+    return [s for s in SPLITS if any(q.split == s for q in questions)]
+
+
 def question_groups(questions: Sequence[Question]) -> dict[str, list[int]]:
     """Question sets scored apart: all, each corpus and doc_type (when there are several),
     and with halves each split, alone and within each corpus (`split=confirm`,
     `corpus=sqlite split=confirm`)."""
     groups: dict[str, list[int]] = {"all": list(range(len(questions)))}
-    splits = [s for s in SPLITS if any(q.split == s for q in questions)]
+    splits = splits_of(questions)
     for split in splits:
         groups[f"split={split}"] = [i for i, q in enumerate(questions) if q.split == split]
     for key in ("corpus", "doc_type"):

@@ -262,7 +262,7 @@ def main() -> None:
         pair_runs["pdf"].append(run)
 
     from commands.evaluate import evaluate, load_questions, markdown_table
-    from commands.paired import compare_runs, significance_table
+    from commands.paired import compare_runs, paired_report
 
     plain = [os.path.join(runs_dir, n) for n in names if n not in neutral and n not in pair_names
              and n not in PAIR_LANGCHAIN]  # fmt: skip
@@ -293,14 +293,8 @@ def main() -> None:
     # the default against each other run, question by question (commands.paired)
     evaluation["paired"] = compare_runs(evaluation, load_questions(questions))
     if evaluation["paired"]["comparisons"]:
-        halves += "\n\n" + "\n\n".join(
-            f"{split} half, default minus each run per question (paired bootstrap "
-            f"{evaluation['paired']['resamples']:,} resamples, seed "
-            f"{evaluation['paired']['seed']}; won / lost: questions where the default scores "
-            f"more / less; p: exact two-sided sign test; p rand.: paired randomization "
-            f"test):\n\n"
-            f"{significance_table(evaluation['paired'], split)}"
-            for split in ("confirm", "tune")
+        halves += "\n\n" + paired_report(
+            evaluation["paired"], ("confirm", "tune"), called="the default"
         )
     date = datetime.date.today().isoformat()
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
