@@ -582,8 +582,8 @@ def parse_args(argv: Iterable[str]) -> argparse.Namespace:
     args = parser.parse_args(list(argv))
     if any(k < 1 for k in args.k):
         parser.error(f"--k values must be positive, got {args.k}")
-    labels = [_label(run) for run in args.runs]
     if args.baseline is not None:
+        labels = [_label(run) for run in args.runs]
         args.baseline = _label(args.baseline)
         if args.baseline not in labels:
             parser.error(f"--baseline {args.baseline} is not one of the runs: {', '.join(labels)}")

@@ -71,7 +71,7 @@ _MD_SIGNS = re.compile(r"^(#{1,6} \S|```|~~~|\* \S|- \S|\d+\. \S|\|.*\|)", re.MU
 # underline with (setext headings take "=" and "-"). A reST title underlined with backticks or
 # tildes would open a Markdown code fence that swallows the rest of the document.
 _RST_SIGNS = re.compile(r"^\.\. [\w:-]+::|:[a-z]+(?::[a-z]+)?:`", re.MULTILINE)
-_RST_TITLE = re.compile(r"^(\S[^\n]*?)[ \t]*\n([`~^:'\"*+#.])\2*[ \t]*$", re.MULTILINE)
+_RST_TITLE = re.compile(r"^(\S[^\n]*?)[ \t]*\n(([`~^:'\"*+#.])\3*)[ \t]*$", re.MULTILINE)
 # The first line of a Debian changelog: "package (version) distribution; urgency=level". Debian
 # trims installed changelogs to a few entries and ends them with two "# ..." lines, which read
 # as Markdown headings.
@@ -133,19 +133,16 @@ def sniff(head: str) -> DetectedType:
                 return DetectedType("code", lang)
     if _DEBIAN_CHANGELOG.match(head.lstrip()):
         return DetectedType("text")
-    if len(_MD_SIGNS.findall(head[:8192])) >= 2 and rst_signs(head[:8192]) < 2:
+    start = head[:8192]
+    if len(_MD_SIGNS.findall(start)) >= 2 and _rst_signs(start) < 2:
         return DetectedType("markdown")
     return DetectedType("text")
 
 
-def rst_signs(text: str) -> int:
+def _rst_signs(text: str) -> int:
     """How many signs of reStructuredText `text` holds that Markdown has not (directives,
     roles, titles underlined with other characters than "=" and "-")."""
-    titles = sum(
-        1
-        for m in _RST_TITLE.finditer(text)
-        if len(m.group(0).split("\n")[1].rstrip()) >= len(m.group(1))
-    )
+    titles = sum(1 for m in _RST_TITLE.finditer(text) if len(m.group(2)) >= len(m.group(1)))
     return titles + len(_RST_SIGNS.findall(text))
 
 
