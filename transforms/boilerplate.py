@@ -331,13 +331,19 @@ def _drop_mask(infos: list[_LineInfo], keys: list[str | None], boiler: set[str])
 def _remove(doc: Document, boiler: set[str]) -> tuple[Document, list[str], int, bool]:
     """`remove_lines` with the removed lines themselves, plus whether the whole document was
     boilerplate (and so kept as it was)."""
-    if not boiler:
+    classified = _classified(doc) if boiler else None
+    if classified is None:
         return doc, [], 0, False
+    return _remove_from(doc, *classified, boiler)
+
+
+def _classified(doc: Document) -> tuple[list[str], list[_LineInfo], list[str | None]] | None:
+    """A document's lines, their infos and keys; None when none of its lines can go."""
     lines = doc.text.splitlines(keepends=True)
     infos = _removable(doc, lines)
     if infos is None:
-        return doc, [], 0, False
-    return _remove_from(doc, lines, infos, [line_key(line) for line in lines], boiler)
+        return None
+    return lines, infos, [line_key(line) for line in lines]
 
 
 def _remove_from(
@@ -369,15 +375,12 @@ def _remove_from(
 def _cleaned(doc: Document, group_lines: set[bytes]) -> tuple[Document, list[str], int, bool]:
     """`_remove` of a document by its group's boilerplate line digests: its lines are
     classified and keyed once, and not at all when its group has no boilerplate line."""
-    if not group_lines:
+    classified = _classified(doc) if group_lines else None
+    if classified is None:
         return doc, [], 0, False
-    lines = doc.text.splitlines(keepends=True)
-    infos = _removable(doc, lines)
-    if infos is None:
-        return doc, [], 0, False
-    keys = [line_key(line) for line in lines]
+    keys = classified[2]
     boiler = {key for key in set(keys) if key is not None and digest(key) in group_lines}
-    return _remove_from(doc, lines, infos, keys, boiler)
+    return _remove_from(doc, *classified, boiler)
 
 
 def remove_lines(doc: Document, boilerplate_keys: set[str]) -> tuple[Document, int, int]:
