@@ -43,6 +43,7 @@ from transforms.context import (
     path_parts,
     retry_policy,
     table_line,
+    without_parameters,
 )
 from transforms.context.path import entry_items
 from transforms.context.stage import _with_header, path_contexts
@@ -270,15 +271,15 @@ def test_path_header_prose_starts_with_where_the_document_is() -> None:
 
 
 def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
-    """A Sphinx class's signature above its methods: cut at the end, the header kept the
-    signature and lost the method; the long entries are cut to one length instead."""
-    signature = "class click.Context(" + ", ".join(f"arg{i}=None" for i in range(30)) + ")"
+    """A long heading above the chunk's own: cut at the end, the header kept the long heading
+    and lost the deepest entry; the long entries are cut to one length instead."""
+    long = "Context " + " ".join(f"word{i}" for i in range(40))
     chunk = make_chunk(
         "Invokes a command callback in exactly the way it expects.",
         source="/docs/api.html",
         doc_type="html",
         title="API",
-        section_path=("API", "Context", signature, "invoke(callback, *args)"),
+        section_path=("API", "Context", long, "invoke(callback, *args)"),
     )
     tokenizer = make_tokenizer("cl100k_base")
     fitter = HeaderFitter(TokenBudget(chunk_size=192), tokenizer)
@@ -288,16 +289,15 @@ def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
     assert cut_at_end is not None and "invoke" not in cut_at_end
     fitted = fitter.fit_path(parts, table_line(chunk), chunk.text, max_header_tokens=32).context
     assert fitted is not None and tokenizer.count(fitted) <= 32
-    assert fitted.startswith("api.html > API > Context > class click.Context(arg0")
-    assert fitted.endswith(" > invoke(callback, *args)")
+    assert fitted.startswith("api.html > API > Context > Context word0 word1")
+    assert fitted.endswith(" > invoke(…)")
     # merged siblings: each item is cut, not the list at its end
-    style = "click.style(" + ", ".join(f"arg{i}=None" for i in range(30)) + ")"
     merged = dataclasses.replace(
-        chunk, section_path=("API", "Utilities", f"{style}, click.unstyle(text)")
+        chunk, section_path=("API", "Utilities", f"{long}, click.unstyle(text)")
     )
-    assert entry_items(merged.section_path[-1]) == [style, "click.unstyle(text)"]
+    assert entry_items(merged.section_path[-1]) == [long, "click.unstyle(text)"]
     fitted = fitter.fit_path(path_parts(merged), "", chunk.text, max_header_tokens=32).context
-    assert fitted is not None and fitted.endswith("…, click.unstyle(text)")
+    assert fitted is not None and fitted.endswith("…, click.unstyle(…)")
     # a header that fits is the same; one whose entries cannot be cut enough is cut at its end
     short = make_chunk("x", source="/docs/a.html", doc_type="html", title="A", section_path=("B",))
     assert fitter.fit_path(path_parts(short), "", "x", max_header_tokens=32).context == (
@@ -307,6 +307,41 @@ def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
                       section_path=tuple(f"Heading number {i}" for i in range(20)))  # fmt: skip
     assert fitter.fit_path(path_parts(many), "", "x", max_header_tokens=32) == fitter.fit(
         path_header(many), "x", max_header_tokens=32
+    )
+
+
+def test_a_signature_in_the_header_is_its_name_without_parameters() -> None:
+    """Click's API page: a method under its class, both Sphinx signatures. The header names
+    them without their parameter lists; the section path keeps the whole terms."""
+    signature = (
+        "class click.Context(command, parent=None, info_name=None, obj=None, "
+        "auto_envvar_prefix=None, default_map=None, terminal_width=None, max_content_width=None)"
+    )
+    chunk = make_chunk(
+        "Register a function to be called when the context tears down.",
+        source="/docs/click/api.html",
+        doc_type="html",
+        title="API",
+        section_path=("API", "Context", signature, "call_on_close(f), close()"),
+    )
+    assert path_header(chunk) == (
+        "api.html > API > Context > class click.Context(…) > call_on_close(…), close()"
+    )
+    assert chunk.section_path[2] == signature
+    # brackets nest; a list cut short is closed; a space before "(" is no signature
+    assert without_parameters("accumulate(iterable[, func, *, initial=None])") == "accumulate(…)"
+    assert without_parameters("new URL(input[, base])") == "new URL(…)"
+    assert without_parameters("group(*args: Any) Group") == "group(…) Group"
+    assert without_parameters("click.style(text, fg=None, bg=…") == "click.style(…)"
+    assert without_parameters("Timeout (JUnit API)") == "Timeout (JUnit API)"
+    assert (
+        without_parameters("LIMIT TO ( table_name [, ...] )") == "LIMIT TO ( table_name [, ...] )"
+    )
+    assert without_parameters("close()") == "close()"
+    # a 40 KB signature costs no more than a short one and ends closed, not cut
+    huge = "f(" + "x, " * 15_000 + "y)"
+    assert path_header(dataclasses.replace(chunk, section_path=("API", huge))) == (
+        "api.html > API > f(…)"
     )
 
 

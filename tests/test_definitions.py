@@ -86,8 +86,9 @@ def test_a_definition_that_fits_is_one_chunk_headed_by_its_term():
     (chunk,) = [c for c in chunks if c.text.startswith("- debug(")]
     assert chunk.section_path == ("Logging API", ADAPTER, "debug(msg, *args, **kwargs)")
     assert "Where the message emitted." in chunk.text  # its description, whole
-    assert path_header(chunk) == (
-        f"{LOGGING}.html > Logging API > {ADAPTER} > debug(msg, *args, **kwargs)"
+    assert path_header(chunk) == (  # the terms named without their parameter lists
+        f"{LOGGING}.html > Logging API > class sphinx.util.logging.SphinxLoggerAdapter(…)[source]"
+        " > debug(…)"
     )
 
 

@@ -36,6 +36,7 @@ from transforms.context.path import (
     path_parts,
     table_line,
     truncate_tokens,
+    without_parameters,
 )
 from transforms.context.stage import AddContext
 
@@ -65,4 +66,5 @@ __all__ = [
     "retry_policy",
     "table_line",
     "truncate_tokens",
+    "without_parameters",
 ]
