@@ -1,4 +1,5 @@
-"""Page titles and title headings (a real page: PostgreSQL 15's SET, postgresql-doc-15)."""
+"""Page titles and title headings (real pages: PostgreSQL 15's SET, an mdBook chapter, a
+gtk-doc page, a Doxygen class; tests/data/README.md)."""
 
 import gzip
 import os
@@ -76,3 +77,41 @@ def test_the_title_heading_moves_up_only_when_it_is_at_its_sections_level():
     assert title_heading_above_sections(fenced, "T") == "```\n## T\n```\n\n# T\n\n## A"
     late = "Intro.\n\n## T\n\n## A"
     assert title_heading_above_sections(late, "T") == "Intro.\n\n# T\n\n## A"
+
+
+def test_a_book_chapter_is_titled_by_its_chapter_not_its_book():
+    # mdBook: <title>Method Syntax - The Rust Programming Language</title>, and the menu bar's
+    # <h1 class="menu-title"> names the book, trafilatura's guess on every chapter: all 40 of
+    # the zoo's chapters were "The Rust Programming Language"
+    extraction = html_to_markdown(_page("rust163-book-ch05-03-method-syntax.html.gz"))
+    assert extraction.title == "Method Syntax"
+    # gtk-doc: "Reference counted strings: GLib Reference Manual", the manual's name after ": "
+    extraction = html_to_markdown(_page("glib274-reference-counted-strings.html.gz"))
+    assert extraction.title == "Reference counted strings"
+
+
+def test_a_doxygen_class_title_leaves_its_badges():
+    # <div class="title">Json::CharReader Class Reference<span class="mlabels">...abstract...
+    extraction = html_to_markdown(_page("jsoncpp195-class-json-char-reader.html.gz"))
+    assert extraction.title == "Json::CharReader Class Reference"  # was "...Referenceabstract"
+    assert extraction.text.startswith("# Json::CharReader Class Reference\n")
+
+
+def test_the_site_after_the_pages_name_in_its_title_goes_when_a_heading_names_the_page():
+    def titled(title: str, headings: str, guess: str | None = None) -> str | None:
+        page = f"<html><head><title>{title}</title></head><body>{headings}<p>x</p></body></html>"
+        return page_title(document_fromstring(page), guess)
+
+    # Javadoc 8: "Timeout (JUnit API)" and the page's heading "Class Timeout" (Javadoc 11's
+    # pages were already titled by it); a word or two before the name, type parameters after
+    assert titled("Timeout (JUnit API)", '<h2 class="title">Class Timeout</h2>') == "Class Timeout"
+    assert titled("After (JUnit API)", "<h2>Annotation Type After</h2>") == "Annotation Type After"
+    assert titled("Diff (Commons Lang API)", "<h1>Class Diff&lt;T&gt;</h1>") == "Class Diff<T>"
+    assert titled("Intro - The Book", "<h1>The Book</h1><h1>Intro</h1>", "The Book") == "Intro"
+    assert titled("A - B - Site", "<h1>A - B</h1>") == "A - B"
+    # no heading names the page's part: as before (the guess inside the <title>, or the title)
+    assert titled("Intro - The Book", "<h1>The Book</h1>", "The Book") == "The Book"
+    assert titled("Timeout (JUnit API)", "<h2>Summary</h2>") == "Timeout (JUnit API)"
+    assert titled("Timeout (JUnit API)", "<h2>A Rule Named Timeout</h2>") == (
+        "Timeout (JUnit API)"  # more than two words before the name: not the page's heading
+    )

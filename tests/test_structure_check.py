@@ -176,6 +176,35 @@ def test_doxygen_title_and_member_headings():
     assert _kinds(html, text.replace("## good()", "## bad()")) == ["heading"]
 
 
+def test_a_title_that_is_only_the_sites_name_is_a_violation():
+    # mdBook's <title> names the chapter, then the book; the menu bar's <h1> names the book
+    html = (
+        "<html><head><title>Method Syntax - The Rust Programming Language</title></head><body>"
+        "<h1 class='menu-title'>The Rust Programming Language</h1><main><h1>Method Syntax</h1>"
+        "<p>Methods are similar to functions.</p></main></body></html>"
+    )
+    text = "# Method Syntax\n\nMethods are similar to functions."
+    assert _kinds(html, text, "Method Syntax") == []
+    assert _kinds(html, text, "The Rust Programming Language") == ["title"]
+    # the doc set's name in parentheses (Javadoc 8, texi2any)
+    javadoc = "<html><head><title>Timeout (JUnit API)</title></head><body><h2>Timeout</h2>"
+    assert _kinds(f"{javadoc}<p>x</p></body></html>", "## Timeout\n\nx", "JUnit API") == ["title"]
+    # texi2html puts the manual first: its page's part is the title, not the site's
+    texi = (
+        "<html><head><title>GNU gettext utilities: 1. Introduction</title></head><body>"
+        "<h1>1. Introduction</h1><p>x</p></body></html>"
+    )
+    assert _kinds(texi, "# 1. Introduction\n\nx", "1. Introduction") == []
+    # a Doxygen title's badge ("abstract") is no part of it
+    doxygen = (
+        "<html><body><div class='headertitle'><div class='title'>Json::CharReader Class "
+        "Reference<span class='mlabels'><span class='mlabel'>abstract</span></span></div></div>"
+        "<div class='contents'><p>Interface for reading JSON.</p></div></body></html>"
+    )
+    text = "# Json::CharReader Class Reference\n\nInterface for reading JSON."
+    assert _kinds(doxygen, text, "Json::CharReader Class Reference") == []
+
+
 def test_a_table_row_may_be_a_line_of_a_code_block():
     # Doxygen's declaration, a parameter to a row of `table.memname`, is a code block of a
     # parameter to a line; the summary's line holds the same words after the name

@@ -196,6 +196,9 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
     guess = _plain(guess)
     titles = _TITLE_XPATH(tree)
     own = _plain(titles[0].text_content()) if titles else ""
+    named = _named_by_title(own, tree) if own else None
+    if named:
+        return named
     if not own or not guess:
         return guess or own or None
     if guess.casefold() in own.casefold():
@@ -205,6 +208,57 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
         return own
     first_h1 = next((text for tag, text in headings if tag == "h1"), "")
     return guess if guess.casefold() == first_h1 else own
+
+
+# Where a <title> ends the page's name and begins its site's: "Introduction - The Rust
+# Programming Language" (mdBook), "Arrays: GLib Reference Manual" (gtk-doc), "Caching — Flask
+# Documentation (2.2.x)" (Sphinx), "Timeout (JUnit API)" (Javadoc)
+_SITE_SEPARATORS = (" - ", " — ", " – ", " | ", ": ", " · ", " » ")
+_SITE_IN_PARENTHESES = re.compile(r"^(.*\S) \([^()]+\)$")
+# A heading may put a word or two before the name its page's <title> gives, and type
+# parameters after it: Javadoc's "Class Timeout" for "Timeout (JUnit API)", "Annotation Type
+# After", "Class Diff<T>" for "Diff (Apache Commons Lang 3.12.0 API)"; a number ("11
+# Arithmetic Evaluation")
+_HEADING_PREFIX_WORDS = 2
+_TYPE_PARAMETERS = re.compile(r"<[^<>]*>$")
+
+
+def _named_by_title(own: str, tree: HtmlElement) -> str | None:
+    """The heading of the page that its `<title>`, less the site's name after it, names.
+
+    A `<title>` names the page, then its site. trafilatura guesses the title from elsewhere
+    (og:title, the first `<h1>`...) and took the site's name for every page where that comes
+    first: all 40 chapters of an mdBook were titled "The Rust Programming Language" (its menu
+    bar's `<h1>`), so every chunk's header named the book, not its chapter. The page's part is
+    what comes before a separator (" - ", ": ", " — "...) or a parenthesized tail; it counts
+    only when a heading (h1-h3) of the page says it (case and punctuation aside), alone or
+    after a word or two ("Class Timeout", "Annotation Type After"), and that heading is the
+    title. None otherwise.
+    """
+    heads = []
+    match = _SITE_IN_PARENTHESES.match(own)
+    if match:
+        heads.append(match[1])
+    for separator in _SITE_SEPARATORS:
+        if separator in own:
+            heads += [own.rsplit(separator, 1)[0], own.split(separator, 1)[0]]
+    if not heads:
+        return None
+    headings = [_plain(h.text_content()) for h in _HEADINGS_XPATH(tree)]
+    keys = [_words(_TYPE_PARAMETERS.sub("", h)) for h in headings]
+    for head in heads:
+        wanted = _words(head)
+        for heading, words in zip(headings, keys, strict=True):
+            prefix = len(words) - len(wanted)
+            if wanted and 0 <= prefix <= _HEADING_PREFIX_WORDS and words[prefix:] == wanted:
+                return heading
+    return None
+
+
+def _words(text: str) -> list[str]:
+    """The words of a title or heading as compared: case and punctuation aside ("Object
+    Oriented" in a `<title>`, "Object-Oriented" in the heading)."""
+    return re.findall(r"\w+", text.casefold())
 
 
 def title_heading_above_sections(markdown: str, title: str | None) -> str:
@@ -332,6 +386,8 @@ def _doxygen_layout_as_text(tree: HtmlElement) -> None:
     for title in _DOXYGEN_TITLE_XPATH(tree):
         title.tag = "h1"
         title.attrib.clear()
+        for badges in title.xpath(".//span[@class='mlabels']"):
+            badges.drop_tree()  # "abstract", glued to the title: "Class Referenceabstract"
     for permalink in tree.xpath("//span[@class='permalink']"):
         permalink.drop_tree()  # keeps its tail
     for link in tree.xpath("//a[normalize-space()='More...']"):

@@ -13,7 +13,10 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
   that the page's text does not hold;
 - ``navigation``: navigation text (Sphinx's "Navigation", "previous | next", "Quick search"...);
 - ``lost``: a heading followed by nothing where the page's heading of that text has content;
-- ``title``: a title that is not the page's own (its ``<title>`` or a heading of the page).
+- ``title``: a title that is not the page's own (its ``<title>`` or a heading of the page), or
+  is only the site's name that its ``<title>`` gives after the page's, where a heading says
+  the page's ("Introduction - The Rust Programming Language" titled "The Rust Programming
+  Language").
 """
 
 from __future__ import annotations
@@ -105,7 +108,8 @@ def _markdown_tokens(text: str) -> list:
 
 # what the job drops from a heading (transforms/ingest/html.py): permalink anchors (Doxygen's
 # "◆" in a `span.permalink`), and rustdoc's "Notable traits" tooltip
-_NOT_HEADING_TEXT = frozenset({"headerlink", "notable-traits", "permalink"})
+# (Doxygen's "mlabels": a class title's badges, "abstract", which the job drops from it)
+_NOT_HEADING_TEXT = frozenset({"headerlink", "mlabels", "notable-traits", "permalink"})
 
 
 def _heading_of(h: HtmlElement) -> str:
@@ -314,7 +318,32 @@ def check_page(
         own_title = _norm(own[0].text_content()) if own else ""
         if _norm(title) not in own_title and _norm(title) not in allowed:
             out.append(Violation("title", f"{title[:60]!r} (page: {own_title[:60]!r})"))
+        elif any(
+            _norm(title) == site != page and page in allowed for page, site in _split(own_title)
+        ):
+            out.append(
+                Violation("title", f"{title[:60]!r} is the site's (page: {own_title[:60]!r})")
+            )
     return out
+
+
+_SITE_SEPARATORS = (" - ", " — ", " – ", " | ", ": ", " · ", " » ")
+
+
+def _split(own_title: str) -> list[tuple[str, str]]:
+    """A `<title>` as (the page's name, its site's), where it reads as a name and then a site:
+    ("introduction", "the rust programming language") of "introduction - the rust programming
+    language", ("timeout", "junit api") of "timeout (junit api)". Which part is the page's only
+    a heading tells (texi2html puts the manual first: "gnu gettext utilities: 1.
+    introduction"): `check_page` counts a title as the site's only where the other part is a
+    heading of the page."""
+    pairs = []
+    for separator in _SITE_SEPARATORS:
+        page, found, site = own_title.rpartition(separator)
+        if found:
+            pairs.append((page, site))
+    inside = re.fullmatch(r"(.*\S) \(([^()]+)\)", own_title)
+    return pairs + ([(inside[1], inside[2])] if inside else [])
 
 
 def count(violations: Iterable[Violation]) -> dict[str, int]:
