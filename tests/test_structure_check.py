@@ -205,6 +205,24 @@ def test_a_title_that_is_only_the_sites_name_is_a_violation():
     assert _kinds(doxygen, text, "Json::CharReader Class Reference") == []
 
 
+def test_escapes_that_markdown_needs_are_syntax():
+    # the zsh FAQ (texi2any): items that start with "* ", a <dd> that starts with "- ", and
+    # Texinfo's `quotes' in a heading, where two unescaped backticks would open a code span
+    html = _page(
+        "<ul><li>* Shell word splitting: see question 3.1.</li></ul>"
+        "<dl><dt><tt>-2</tt>, <tt>+-</tt></dt><dd><p>- sign, +/- sign, -/+ sign</p></dd></dl>"
+        "<h2>3.27: What are these `^' and `~' pattern characters, anyway?</h2><p>x</p>"
+    )
+    text = (
+        "- \\* Shell word splitting: see question 3.1.\n\n"
+        "- `-2`, `+-`\n: \\- sign, +/- sign, -/+ sign\n\n"
+        "## 3.27: What are these \\`^' and \\`~' pattern characters, anyway?\n\nx"
+    )
+    assert _kinds(html, text) == []
+    # an escape the page's text does not need is still one
+    assert _kinds(html, text.replace("-/+ sign", "-/\\+ sign")) == ["escape"]
+
+
 def test_a_table_row_may_be_a_line_of_a_code_block():
     # Doxygen's declaration, a parameter to a row of `table.memname`, is a code block of a
     # parameter to a line; the summary's line holds the same words after the name

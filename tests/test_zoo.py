@@ -38,3 +38,17 @@ def test_a_zoo_glob_crosses_folders_as_zoo_json_says(tmp_path):
         "doc/html/about/license.html",
         "doc/html/user-guide/cli.html",
     ]
+
+
+def test_a_page_that_only_redirects_is_no_page_of_the_zoo(tmp_path):
+    _tree(str(tmp_path), ["html/a.html", "html/b.html"])
+    with open(tmp_path / "html" / "old.html", "w") as f:  # texi2any's stub of a renamed node
+        f.write(
+            '<html><head><meta http-equiv="Refresh" content="0; url=a.html#x"></head>'
+            '<body><p>The node you are looking for is at <a href="a.html#x">x</a>.</p></body>'
+            "</html>"
+        )
+    assert chosen_files(str(tmp_path), {"files": ["html/*.html"]}) == [
+        "html/a.html",
+        "html/b.html",
+    ]

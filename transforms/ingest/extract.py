@@ -1,6 +1,6 @@
 """The extraction stage: every RawDocument becomes a Document or a Reject naming the reason
 (binary, invalid_utf8, invalid_encoding, empty, too_deep, extract_timeout, extract_failed,
-empty_after_extraction; for PDF and Office files encrypted, no_text_layer, corrupt_pdf,
+empty_after_extraction, redirect; for PDF and Office files encrypted, no_text_layer, corrupt_pdf,
 corrupt_docx, corrupt_pptx, extract_memory).
 
 The pure core is transforms/ingest/extraction.py. HTML and paged files are extracted in a child

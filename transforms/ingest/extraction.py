@@ -7,7 +7,8 @@ imports this module, not Beam: a child starts in a fraction of the time (it is s
 after each document over its time limit). Nothing here imports apache_beam.
 
 Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
-invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction;
+invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction,
+redirect;
 for PDF and Office files encrypted, no_text_layer, corrupt_pdf, corrupt_docx, corrupt_pptx,
 extract_memory).
 """
@@ -326,6 +327,10 @@ def extract_document(
     title, url, date, lang = raw.title, raw.url, None, None
     if doc_type == "html":
         result = html_extractor(text)
+        if result.redirect:
+            raise ExtractError(
+                "redirect", f"only redirects (meta refresh) to {result.redirect[:200]}"
+            )
         text = result.text
         title = title or result.title
         url = url or result.url

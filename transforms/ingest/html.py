@@ -82,6 +82,34 @@ class HtmlExtraction:
     url: str | None = None  # the page's canonical URL, if it declares a valid one
     date: str | None = None  # YYYY-MM-DD, as found by trafilatura (htmldate)
     language: str | None = None
+    redirect: str | None = None  # where a page that only redirects sends its reader
+
+
+# A page that only sends its reader elsewhere: `<meta http-equiv="refresh" content="0;
+# URL=...">` within this many seconds, with no more than this much text ("Redirecting to
+# ...", "The node you are looking for is at ..."). rustdoc leaves one where an item moved,
+# texi2any one for each node's old file name, mkdocs-redirects one for each moved page: 35 of
+# the zoo's 554 pages (texi2any 29, rustdoc 3, mkdocs 3), each a chunk of "Redirecting..."
+# in the index.
+MAX_REDIRECT_DELAY_S = 10
+MAX_REDIRECT_TEXT_CHARS = 500
+# content="0; URL='target'": a delay, ";" or ",", an optional "url=", the target (HTML's
+# "shared declarative refresh steps", quotes optional)
+_REFRESH = re.compile(r"\s*(\d+(?:\.\d*)?)\s*[;,]\s*(?:url\s*=\s*)?[\'\"]?([^\'\"]*)", re.I)
+_REFRESH_XPATH = XPath(
+    "//meta[translate(@http-equiv, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+    "='refresh']/@content"
+)
+
+
+def redirect_target(tree: HtmlElement) -> str | None:
+    """The target of the page's `<meta http-equiv="refresh">` when it sends the reader there
+    within MAX_REDIRECT_DELAY_S seconds; else None."""
+    for content in _REFRESH_XPATH(tree):
+        match = _REFRESH.match(content)
+        if match and float(match[1]) <= MAX_REDIRECT_DELAY_S and match[2].strip():
+            return match[2].strip()
+    return None
 
 
 def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
@@ -97,6 +125,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     if tree is None:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
+    redirect = redirect_target(tree)
     _drop_headerlinks(tree)
     _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
@@ -135,12 +164,14 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     title = page_title(tree, meta.title)
     text = without_escapes(fences_alone(ends_off_fences(definition_terms_inline(text or ""))))
     text = definitions_as_units(text)
+    text = title_heading_above_sections(text.strip(), title)
     return HtmlExtraction(
-        text=title_heading_above_sections(text.strip(), title),
+        text=text,
         title=title,
         url=meta.url or None,
         date=meta.date or None,
         language=meta.language or _declared_language(tree),
+        redirect=redirect if len(text) <= MAX_REDIRECT_TEXT_CHARS else None,
     )
 
 

@@ -38,11 +38,16 @@ _NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
 # row is GFM syntax, not an escape of text
 _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
 # a line's indentation and list or block quote markers: what precedes its content
-_CONTAINER_MARKERS = re.compile(r"(?:[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*")
+# the markers a line's content may follow: list items ("- ", "1. "), block quotes ("> ") and
+# definitions (": ", trafilatura's `<dd>`)
+_CONTAINER_MARKERS = re.compile(
+    r"(?:[ \t]*(?:[-+*:]|\d{1,9}[.)])(?:[ \t]+|$)|[ \t]*>[ \t]?)*[ \t]*"
+)
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _GLUED_FENCE = re.compile(r"\S[ \t]*```")
 _TICK_BY_SPAN = re.compile(r"(?<=\x00)\\`|\\`(?=\x00)")  # \x00: where a code span was
-_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+# (an escaped backtick opens none: "\`^' and \`~'", Texinfo's quotes in a heading)
+_CODE_SPAN = re.compile(r"(?<!\\)(`+)(?!`).*?(?<!`)\1(?!`)")
 _NAVIGATION = re.compile(
     r"^(?:#+ )?(?:Navigation|Quick search|Previous topic|Next topic|This Page|Show Source"
     r"|Related Topics)\s*$"
@@ -202,7 +207,7 @@ def _glued_before(text: str, at: int) -> str:
     # a backslash: an item's own leading "- ", escaped (`- \- text`), is its marker's
     # after a table cell's "|" or a definition's ": ", the item's first code span or emphasis
     # may open: ": `'...%(ident)d...'`" (texi2html's <dd>s)
-    opened = before.rstrip(" \t`*_")
+    opened = before.rstrip(" \t`*_\\")  # and a definition's "- sign" as ": \- sign"
     if before.strip(" \t-*+>|#0123456789.)`\\") and not opened.endswith(("|", ":")):
         return before
     return ""
@@ -299,11 +304,16 @@ def check_page(
         # a backtick of the page next to a code span's stays escaped: unescaped it would join
         # the span's run (trafilatura_markdown._escaped_ticks; Texinfo's `quote' around code,
         # ``\``[[ -o multibyte ]]`'``): syntax, not text
+        ticks = line.count("`")
         line = _TICK_BY_SPAN.sub("", _CODE_SPAN.sub("\x00", line)).replace("\x00", "")
         content = _CONTAINER_MARKERS.match(line).end()
         for m in _ESCAPE.finditer(line):
-            if m.start() == content and m.group(1) in "#>-+":
-                continue  # trafilatura's block-start escape (`- \- text`): syntax, not text
+            if m.group(1) == "`" and ticks > 1:
+                continue  # unescaped, it and another backtick of the line would open a span
+            if m.start() == content and m.group(1) in "#>-+*":
+                # trafilatura's block-start escape (`- \- text`, `- \* text` where an item
+                # starts with "* ": the zsh FAQ's): syntax, not text
+                continue
             if m.group(0) not in page_text:
                 out.append(Violation("escape", f"line {i + 1}: {line.strip()[:80]}"))
                 break
