@@ -338,6 +338,10 @@ def test_a_signature_in_the_header_is_its_name_without_parameters() -> None:
         without_parameters("LIMIT TO ( table_name [, ...] )") == "LIMIT TO ( table_name [, ...] )"
     )
     assert without_parameters("close()") == "close()"
+    # a manual page's section is no parameter list (asciidoc's "git-shortlog(1) Manual Page")
+    assert without_parameters("git-shortlog(1) Manual Page") == "git-shortlog(1) Manual Page"
+    assert without_parameters("cmake-buildsystem(7)") == "cmake-buildsystem(7)"
+    assert without_parameters("printf(3p), f(x)") == "printf(3p), f(x)"  # the first list only
     # a 40 KB signature costs no more than a short one and ends closed, not cut
     huge = "f(" + "x, " * 15_000 + "y)"
     assert path_header(dataclasses.replace(chunk, section_path=("API", huge))) == (

@@ -23,6 +23,9 @@ MAX_HEADING_CHARS = 256
 # generic's ">" ("click.Context(", "Map<K, V>(", "get()["...), never after a space (a title's
 # "Timeout (JUnit API)", PostgreSQL's "LIMIT TO ( table_name").
 _PARAMETERS_OPEN = re.compile(r"[\w\]>](?=\()")
+# A manual page's section, no parameter list: "git-shortlog(1)", "cmake-buildsystem(7)",
+# "printf(3p)" (asciidoc's and Sphinx's man pages title their pages so)
+_MAN_SECTION = re.compile(r"\d[a-z]{0,3}")
 
 
 def without_parameters(heading: str) -> str:
@@ -34,8 +37,9 @@ def without_parameters(heading: str) -> str:
     class's run to hundreds of characters) and pull the embedding towards every chunk under
     the same class. On the evaluation's tune half, headers with parameter lists elided (in
     every entry, the chunk's own term too) raised MRR@10 0.592 -> 0.608 with Recall@10 level
-    (docs/evaluation.md, "Parameter lists"). The first list only; an empty one ("close()") and
-    a heading without one stay as they are; a list cut short (MAX_HEADING_CHARS) is closed.
+    (docs/evaluation.md, "signatures named without parameters"). The first list only; an empty one ("close()"), a
+    manual page's section ("git-shortlog(1)") and a heading without one stay as they are; a
+    list cut short (MAX_HEADING_CHARS) is closed.
     The section path keeps the whole term: only the header is shortened.
     """
     opening = _PARAMETERS_OPEN.search(heading)
@@ -49,7 +53,8 @@ def without_parameters(heading: str) -> str:
         elif c in _CLOSING:
             depth -= 1
             if depth == 0:
-                if not heading[start + 1 : i].strip():
+                inside = heading[start + 1 : i].strip()
+                if not inside or _MAN_SECTION.fullmatch(inside):
                     return heading
                 return heading[: start + 1] + ELLIPSIS + heading[i:]
     return heading[: start + 1] + ELLIPSIS + ")"
