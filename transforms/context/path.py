@@ -37,9 +37,9 @@ def without_parameters(heading: str) -> str:
     class's run to hundreds of characters) and pull the embedding towards every chunk under
     the same class. On the evaluation's tune half, headers with parameter lists elided (in
     every entry, the chunk's own term too) raised MRR@10 0.592 -> 0.608 with Recall@10 level
-    (docs/evaluation.md, "signatures named without parameters"). The first list only; an empty one ("close()"), a
-    manual page's section ("git-shortlog(1)") and a heading without one stay as they are; a
-    list cut short (MAX_HEADING_CHARS) is closed.
+    (docs/evaluation.md, "signatures named without parameters"). The first list only; an
+    empty one ("close()"), a manual page's section ("git-shortlog(1)") and a heading without
+    one stay as they are; a list cut short (MAX_HEADING_CHARS) is closed.
     The section path keeps the whole term: only the header is shortened.
     """
     opening = _PARAMETERS_OPEN.search(heading)
