@@ -64,8 +64,15 @@ __all__ = ["HtmlExtraction", "HtmlTooDeep", "html_to_markdown"]
 
 LOGGER = logging.getLogger(__name__)
 
+# Permalink anchors ("¶": Sphinx's `a.headerlink`, texi2any's `a.copiable-anchor` and
+# `a.copiable-link` after every definition term) and Sphinx's viewcode links ("[source]" at the
+# end of every class and function signature it documents: 422 section path entries of the
+# zoo's Django and Sphinx pages said "...)[source]")
 _HEADERLINK_XPATH = XPath(
-    "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
+    "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-anchor ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-link ')"
+    " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]]"
 )
 _LANG_META_XPATH = XPath(
     "//meta[translate(@http-equiv, 'CONTENTLAGU', 'contentlagu')='content-language']/@content"
@@ -368,7 +375,8 @@ def _load_html(html: str | bytes) -> HtmlElement | None:
 
 
 def _drop_headerlinks(tree: HtmlElement) -> None:
-    """Remove Sphinx/docutils permalink anchors ("¶"), keeping the text that follows them."""
+    """Remove permalink anchors ("¶") and Sphinx's "[source]" links, keeping the text that
+    follows them."""
     for anchor in _HEADERLINK_XPATH(tree):
         anchor.drop_tree()
 

@@ -114,7 +114,17 @@ def _markdown_tokens(text: str) -> list:
 # what the job drops from a heading (transforms/ingest/html.py): permalink anchors (Doxygen's
 # "◆" in a `span.permalink`), and rustdoc's "Notable traits" tooltip
 # (Doxygen's "mlabels": a class title's badges, "abstract", which the job drops from it)
-_NOT_HEADING_TEXT = frozenset({"headerlink", "mlabels", "notable-traits", "permalink"})
+_NOT_HEADING_TEXT = frozenset(
+    {
+        "copiable-anchor",  # texi2any's "¶"
+        "copiable-link",
+        "headerlink",
+        "mlabels",
+        "notable-traits",
+        "permalink",
+        "viewcode-link",  # Sphinx's "[source]"
+    }
+)
 
 
 def _heading_of(h: HtmlElement) -> str:
