@@ -270,16 +270,19 @@ def test_path_header_prose_starts_with_where_the_document_is() -> None:
     assert cut is not None and cut.startswith("postgresql/sql-vacuum")
 
 
+def _api_chunk(text: str, source: str, section_path: tuple[str, ...]) -> Chunk:
+    """A chunk of an HTML API page titled "API"."""
+    return make_chunk(text, source=source, doc_type="html", title="API", section_path=section_path)
+
+
 def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
     """A long heading above the chunk's own: cut at the end, the header kept the long heading
     and lost the deepest entry; the long entries are cut to one length instead."""
     long = "Context " + " ".join(f"word{i}" for i in range(40))
-    chunk = make_chunk(
+    chunk = _api_chunk(
         "Invokes a command callback in exactly the way it expects.",
-        source="/docs/api.html",
-        doc_type="html",
-        title="API",
-        section_path=("API", "Context", long, "invoke(callback, *args)"),
+        "/docs/api.html",
+        ("API", "Context", long, "invoke(callback, *args)"),
     )
     tokenizer = make_tokenizer("cl100k_base")
     fitter = HeaderFitter(TokenBudget(chunk_size=192), tokenizer)
@@ -317,12 +320,10 @@ def test_a_signature_in_the_header_is_its_name_without_parameters() -> None:
         "class click.Context(command, parent=None, info_name=None, obj=None, "
         "auto_envvar_prefix=None, default_map=None, terminal_width=None, max_content_width=None)"
     )
-    chunk = make_chunk(
+    chunk = _api_chunk(
         "Register a function to be called when the context tears down.",
-        source="/docs/click/api.html",
-        doc_type="html",
-        title="API",
-        section_path=("API", "Context", signature, "call_on_close(f), close()"),
+        "/docs/click/api.html",
+        ("API", "Context", signature, "call_on_close(f), close()"),
     )
     assert path_header(chunk) == (
         "api.html > API > Context > class click.Context(…) > call_on_close(…), close()"
