@@ -238,6 +238,34 @@ def test_oversized_paragraph_keeps_its_heading_in_the_first_piece(cl100k) -> Non
     assert all(c.section_path == ("Intro", "Long one") for c in chunks[1:])
 
 
+@pytest.mark.parametrize("kind", ["list", "code"])
+def test_a_heading_leads_a_block_that_fits_alone_but_not_with_it(cl100k, kind: str) -> None:
+    # Node's `#### eventTarget.addEventListener(type, listener[, options])` and its parameter
+    # list, PostgreSQL's `## Synopsis` and its code block: the block fit a chunk alone but
+    # not with the heading, and the heading stood alone, a chunk of the question's words
+    # ranked above the one that answers it (issue 25). Like a label, it leads the first piece.
+    size = 60
+    heading = "#### `eventTarget.addEventListener(type, listener[, options])`"
+    lines = []
+    while True:
+        line = f"* `option{len(lines)}` {{boolean}} {words(1, f'w{len(lines)}_')}"
+        body = "\n".join([*lines, line])
+        block = f"```\n{body}\n```" if kind == "code" else body
+        if cl100k.count(block) > size:
+            break
+        lines.append(line)
+    block = "\n".join(lines)
+    block = f"```\n{block}\n```" if kind == "code" else block
+    text = f"# Events\n\nIntro.\n\n{heading}\n\n{block}\n"
+    assert cl100k.count(block) <= size < cl100k.count(f"{heading}\n\n{block}")
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    texts = [text[c.start : c.end] for c in chunks]
+    assert heading not in [t.strip() for t in texts]
+    (first,) = [t for t in texts if t.startswith(heading)]
+    assert "option0" in first
+
+
 def test_a_single_overlong_line_of_code_is_still_cut(cl100k) -> None:
     fence = "```\n" + "x" * 5000 + "\n```"
     chunks = MarkdownChunker(cl100k, 32, 4).chunk(fence)

@@ -533,7 +533,12 @@ class MarkdownChunker(Chunker):
                             end, bare_heading = unit.end, False
                             continue
                     opened_by_label = False
-                    if self._fits(doc, unit.start, unit.end) and not labelled:
+                    # a heading alone does not stand alone: like a label, it heads the first
+                    # piece of a block that fits a chunk alone but not with it ("## Synopsis"
+                    # and a 155-token synopsis were a chunk of one heading, the question's
+                    # words, and a chunk without them)
+                    heading_alone = bare_heading and start >= 0 and not unit.heading
+                    if self._fits(doc, unit.start, unit.end) and not (labelled or heading_alone):
                         close()
                         start, end, bare_heading = unit.start, unit.end, unit.heading
                         opened_by_label = unit.label
