@@ -8,9 +8,8 @@ after each document over its time limit). Nothing here imports apache_beam.
 
 Every RawDocument becomes a Document or a Reject naming the reason (binary, invalid_utf8,
 invalid_encoding, empty, too_deep, extract_timeout, extract_failed, empty_after_extraction,
-redirect;
-for PDF and Office files encrypted, no_text_layer, corrupt_pdf, corrupt_docx, corrupt_pptx,
-extract_memory).
+redirect; for PDF and Office files encrypted, no_text_layer, corrupt_pdf, corrupt_docx,
+corrupt_pptx, extract_memory).
 """
 
 from __future__ import annotations

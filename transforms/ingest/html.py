@@ -251,8 +251,9 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
 # Where a <title> ends the page's name and begins its site's: "Introduction - The Rust
 # Programming Language" (mdBook), "Arrays: GLib Reference Manual" (gtk-doc), "Caching — Flask
 # Documentation (2.2.x)" (Sphinx), "Timeout (JUnit API)" (Javadoc)
-_SITE_SEPARATORS = (" - ", " — ", " – ", " | ", ": ", " · ", " » ")
-_SITE_IN_PARENTHESES = re.compile(r"^(.*\S) \([^()]+\)$")
+# (also the structural check's: transforms/ingest/structure_check.py, `_split`)
+SITE_SEPARATORS = (" - ", " — ", " – ", " | ", ": ", " · ", " » ")
+SITE_IN_PARENTHESES = re.compile(r"(.*\S) \(([^()]+)\)")  # fullmatch: (page, site)
 # A heading may put a word or two before the name its page's <title> gives, and type
 # parameters after it: Javadoc's "Class Timeout" for "Timeout (JUnit API)", "Annotation Type
 # After", "Class Diff<T>" for "Diff (Apache Commons Lang 3.12.0 API)"; a number ("11
@@ -274,10 +275,10 @@ def _named_by_title(own: str, tree: HtmlElement) -> str | None:
     title. None otherwise.
     """
     heads = []
-    match = _SITE_IN_PARENTHESES.match(own)
+    match = SITE_IN_PARENTHESES.fullmatch(own)
     if match:
         heads.append(match[1])
-    for separator in _SITE_SEPARATORS:
+    for separator in SITE_SEPARATORS:
         if separator in own:
             heads += [own.rsplit(separator, 1)[0], own.split(separator, 1)[0]]
     if not heads:

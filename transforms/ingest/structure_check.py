@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
+from transforms.ingest.html import SITE_IN_PARENTHESES, SITE_SEPARATORS
+
 __all__ = ["KINDS", "Violation", "check_page", "generator_of"]
 
 KINDS = ("heading", "fence", "list", "escape", "navigation", "lost", "title")
@@ -347,9 +349,6 @@ def check_page(
     return out
 
 
-_SITE_SEPARATORS = (" - ", " — ", " – ", " | ", ": ", " · ", " » ")
-
-
 def _split(own_title: str) -> list[tuple[str, str]]:
     """A `<title>` as (the page's name, its site's), where it reads as a name and then a site:
     ("introduction", "the rust programming language") of "introduction - the rust programming
@@ -358,11 +357,11 @@ def _split(own_title: str) -> list[tuple[str, str]]:
     introduction"): `check_page` counts a title as the site's only where the other part is a
     heading of the page."""
     pairs = []
-    for separator in _SITE_SEPARATORS:
+    for separator in SITE_SEPARATORS:
         page, found, site = own_title.rpartition(separator)
         if found:
             pairs.append((page, site))
-    inside = re.fullmatch(r"(.*\S) \(([^()]+)\)", own_title)
+    inside = SITE_IN_PARENTHESES.fullmatch(own_title)
     return pairs + ([(inside[1], inside[2])] if inside else [])
 
 
