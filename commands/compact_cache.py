@@ -33,6 +33,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import local_runner
 from transforms.embedding.embedding_cache import (
     CACHE_COLUMNS,
     CACHE_SCHEMA,
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     oldest = int(time.time() - args.max_age_days * DAY)
     options = PipelineOptions(beam_args or ["--runner=DirectRunner"])
-    with beam.Pipeline(options=options) as p:
+    with local_runner.pipeline(options) as p:
         _ = p | "Compact" >> CompactCache(args.embedding_cache, oldest, uuid.uuid4().hex)
     result = p.result
     kept = _counter(result, "embedding_cache_entries_kept")

@@ -25,6 +25,7 @@ from apache_beam.runners.runner import PipelineResult
 
 from commands.terminal import for_terminal
 from pipelines import live_progress as progress
+from pipelines import local_runner
 from pipelines.flags import reject_unknown_flags
 from pipelines.options import ChunkCorpusOptions, JobConfig, config_from_options
 from runs.manifest import REPORT_FILES
@@ -487,7 +488,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
     # paths, which for gs:// would need credentials (without them GCS retries for minutes).
     dry_run = bool(options.view_as(TestOptions).dry_run)
     if dry_run:
-        pipeline = beam.Pipeline(options=options)
+        pipeline = local_runner.pipeline(options)
         build_pipeline(pipeline, config, dry_run=True)
         return _run_with_progress(pipeline, options, config, quiet=True)
     check_patterns(config.inputs)  # each pattern listed up to its first file
@@ -500,7 +501,7 @@ def run(argv: list[str] | None = None) -> PipelineResult:
         staging = output.staging_folder(config.run_id)
         # the job's last step commits the run (a job submitted and not waited for too)
         commit = Commit(config.output, staging, config.keep_runs, output.start)
-        pipeline = beam.Pipeline(options=options)
+        pipeline = local_runner.pipeline(options)
         build_pipeline(pipeline, config, write_to=staging, commit=commit)
         try:
             result = _run_with_progress(pipeline, options, config, quiet=quiet)

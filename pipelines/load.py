@@ -18,12 +18,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 from apache_beam.runners.runner import PipelineResult
 
 from commands.terminal import for_terminal
+from pipelines import local_runner
 from transforms.stores import StoreSpec
 from transforms.stores.base import DEFAULT_TABLE
 from transforms.stores.loading import (
@@ -197,7 +197,7 @@ def run(argv: list[str] | None = None) -> PipelineResult | None:
 def _run_pipeline(
     loaded: RunToLoad, spec: StoreSpec, mode: str, batch_size: int, beam_args: list[str]
 ) -> PipelineResult:
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    pipeline = local_runner.pipeline(PipelineOptions(beam_args))
     _ = pipeline | "Load chunks" >> LoadChunks(loaded, spec, mode, batch_size)
     result = pipeline.run()
     result.wait_until_finish()

@@ -1,10 +1,8 @@
 """The whole job in the test process, as the e2e tests run it.
 
-Beam 2.77's DirectRunner first offers a batch job without `RunInference` to the Prism runner,
-which it tries to download; offline that fails and it falls back to the FnApiRunner, after
-about 1.5 s of CPU spent translating the job for Prism. A test that names no runner runs on
-the FnApiRunner directly: the same engine the DirectRunner ends on. The runner tests
-(tests/e2e/test_runners.py) and the runs of tests/e2e/conftest.py keep the DirectRunner.
+A test that names no runner runs on the FnApiRunner, the engine the job's DirectRunner runs
+on (pipelines/local_runner.py). The runner tests (tests/e2e/test_runners.py) and the runs of
+tests/e2e/conftest.py keep the DirectRunner.
 
 Beam's construction-time type check (`--pipeline_type_check`, on by default) costs about
 1.1 s of CPU per run of this job: each of its ~400 checks re-parses the pipeline options.
