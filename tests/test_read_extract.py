@@ -294,6 +294,14 @@ def test_markdown_loses_its_html_comment_blocks():
         extract_document(RawDocument("/x/only.md", "e", b"<!-- nothing -->\n"), html_to_markdown)
 
 
+def test_markdown_loses_its_link_reference_definitions():
+    raw = RawDocument("/x/page.md", "d", b"# T\n\nSee [`f()`].\n\n[`f()`]: #f\n[b]: https://b\n")
+    doc = extract_document(raw, html_to_markdown)
+    assert doc.text == "# T\n\nSee [`f()`].\n\n" and doc.title == "T"
+    with pytest.raises(ExtractError, match="link definitions"):
+        extract_document(RawDocument("/x/only.md", "e", b"[a]: https://a\n"), html_to_markdown)
+
+
 ROOT_SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
 
 

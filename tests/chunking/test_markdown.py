@@ -14,8 +14,10 @@ from transforms.chunking.base import ChunkSpan
 from transforms.chunking.markdown import (
     MarkdownChunker,
     front_matter_end,
+    headings,
     markdown_sections,
     without_html_comments,
+    without_link_definitions,
 )
 from transforms.chunking.recursive import RecursiveChunker
 
@@ -455,6 +457,42 @@ def test_only_blocks_that_are_comments_and_nothing_else_go() -> None:
         "para <!-- inline --> text\n\n<!-- a --> text <!-- b -->\n\n"
     )
     assert without_html_comments("no comment\n") == "no comment\n"
+
+
+# --- link reference definitions -------------------------------------------------------------
+
+
+def test_link_definitions_of_a_real_api_page_are_removed() -> None:
+    # Node.js's intl.md ends with 25 `[label]: url` lines: rendered to nothing
+    text = (SAMPLES / "node-intl.md").read_text(encoding="utf-8")
+    first = text.index('["ICU Data"]: http')
+    out = without_link_definitions(text)
+    assert out == text[:first]  # the block and nothing else, the blank line before it kept
+    assert "[btest402][]: Generally used" in out  # a list item that starts like one stays
+    assert headings(out) == headings(text)
+
+
+def test_a_block_that_a_heading_links_through_stays() -> None:
+    # qs's README: its title is `# qs <sup>[![Version Badge][npm-version-svg]][package-url]</sup>`
+    text = (SAMPLES / "qs-README.md").read_text(encoding="utf-8")
+    assert "[package-url]: https://npmjs.org/package/qs" in text
+    assert without_link_definitions(text) == text
+    assert headings(text)[0] == (4, 1, "qs")
+    # a keep-a-changelog heading links through its definition; the other run goes
+    text = "## [1.0.0] - 2017\n\nFirst.\n\n[1.0.0]: https://x/1.0.0\n\nSee.\n\n[a]: b\n"
+    assert without_link_definitions(text) == text.removesuffix("[a]: b\n")
+
+
+def test_only_definitions_at_the_top_level_go() -> None:
+    text = (
+        "a [x] and [y]\n\n[x]: https://x\n[y]: https://y 'title'\n\nb\n\n"
+        "- item\n\n  [z]: https://z\n\n> [q]: https://q\n\n```\n[c]: in code\n```\n"
+    )
+    assert without_link_definitions(text) == (
+        "a [x] and [y]\n\nb\n\n- item\n\n  [z]: https://z\n\n> [q]: https://q\n\n"
+        "```\n[c]: in code\n```\n"
+    )
+    assert without_link_definitions("no [definition]: here\n") == "no [definition]: here\n"
 
 
 def test_a_bold_label_goes_with_the_block_after_it(cl100k) -> None:

@@ -218,6 +218,64 @@ def without_html_comments(text: str) -> str:
     return "".join(parts)
 
 
+def without_link_definitions(text: str) -> str:
+    """`text` without its blocks of link reference definitions (``[label]: url``), which
+    Markdown renders to nothing, unless a heading links through one of the block's labels.
+
+    Node.js's API docs end each page with a hundred of them (``[`url.format()`]:
+    #urlformaturlobject``): 12 chunks of the development set were nothing else, and they
+    ranked above the answer's chunk for 7 of its questions, since they list every API name
+    of the page. A block a heading needs (a README's title badge ``[![npm][npm-svg]][npm]``)
+    stays whole, so every heading reads as before. Definitions inside a list or a quote stay.
+    """
+    if "]:" not in text:
+        return text
+    md = _parser()
+    env: dict = {}
+    tokens = md.parse(text, env)
+    references = env.get("references") or {}
+    if not references:
+        return text
+    starts = line_starts(text)
+    mapped = [0] * (len(starts) + 1)  # lines that some top-level block covers
+    for tok in tokens:
+        if tok.map is not None and tok.level == 0 and tok.nesting >= 0:
+            mapped[tok.map[0]] += 1
+            mapped[tok.map[1]] -= 1
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    drop: list[tuple[int, int]] = []
+    line, depth, n = 0, 0, len(starts)
+    while line < n:
+        depth += mapped[line]
+        if depth or not text[starts[line] : starts[line + 1] if line + 1 < n else None].strip():
+            line += 1
+            continue
+        first = line  # a line no block maps: where a run of definitions starts
+        while line + 1 < n and depth + mapped[line + 1] == 0:
+            line += 1
+            depth += mapped[line]
+        end = starts[line + 1] if line + 1 < n else len(text)
+        gap = text[starts[first] : end]
+        gap_env: dict = {}
+        if md.parse(gap, gap_env) or not gap_env.get("references"):
+            line += 1
+            continue  # not definitions alone (never seen: markdown-it maps every other block)
+        rest = {
+            "references": {k: v for k, v in references.items() if k not in gap_env["references"]}
+        }
+        if all(_heading_text(h, env) == _heading_text(h, rest) for h in headings):
+            drop.append((starts[first], end))
+        line += 1
+    if not drop:
+        return text
+    parts, pos = [], 0
+    for start, end in drop:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def markdown_sections(text: str) -> list[Section]:
     """Split `text` into heading sections of top-level blocks that together cover all its text.
 

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Callable
 
 from schemas.records import DOC_TYPES, Document, RawDocument, content_hash
-from transforms.chunking.markdown import without_html_comments
+from transforms.chunking.markdown import without_html_comments, without_link_definitions
 from transforms.ingest.detect import PAGED_TYPES, binary_type, detect, is_binary
 
 # The heading's text is taken greedily and its closing "#"s stripped after: a lazy group
@@ -338,9 +338,11 @@ def extract_document(
         if not text.strip():
             raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     elif doc_type == "markdown":
-        text = without_html_comments(text)
+        text = without_link_definitions(without_html_comments(text))
         if not text.strip():
-            raise ExtractError("empty_after_extraction", "nothing but HTML comments")
+            raise ExtractError(
+                "empty_after_extraction", "nothing but HTML comments and link definitions"
+            )
         title = title or first_heading(text)
     elif doc_type == "code":
         title = title or raw.source.split("#", 1)[0].rsplit("/", 1)[-1]
