@@ -60,9 +60,11 @@ def test_a_heading_holds_its_placeholder_unescaped():
     # git's <tool> placeholder: CommonMark reads an HTML tag there, but the chunker reads a tag
     # that names no HTML element as text (before: "### browser.\\<tool>.path" in the text)
     assert "### browser.<tool>.path" in text
-    assert ("CONFIGURATION VARIABLES", "browser.<tool>.path") in {
-        s.path for s in markdown_sections(text)
-    }
+    assert (
+        "git-web--browse(1) Manual Page",
+        "CONFIGURATION VARIABLES",
+        "browser.<tool>.path",
+    ) in {s.path for s in markdown_sections(text)}
     assert "setting the configuration variable `browser.<tool>.path`." in text
     _, prose = _blocks(text)
     assert "- -b <browser>" in prose

@@ -247,6 +247,28 @@ def test_a_section_of_one_paragraph_keeps_its_links():
     assert _violations("mkdocs142-dev-guide-themes.html.gz") == []
 
 
+def test_a_manual_page_keeps_its_title_and_name_section():
+    # AsciiDoc puts a man page's <h1> and NAME section in div#header, beside the div#content
+    # that trafilatura takes as the content: before, the text began at "## SYNOPSIS"
+    for name, purpose in [
+        (
+            "git239-merge-base.html.gz",
+            "git-merge-base - Find as good common ancestors as possible for a merge",
+        ),
+        (
+            "git239-web--browse.html.gz",
+            "git-web--browse - Git helper script to launch a web browser",
+        ),
+    ]:
+        extraction = html_to_markdown(_html(name))
+        command = purpose.split(" - ")[0]
+        assert extraction.text.startswith(
+            f"# {command}(1) Manual Page\n\n## NAME\n\n{purpose}\n\n## SYNOPSIS\n"
+        ), extraction.text[:200]
+        assert extraction.title == f"{command}(1) Manual Page"
+        assert _violations(name) == []
+
+
 def test_a_short_section_keeps_its_links():
     name = "commons-lang3-text-strtokenizer.html.gz"
     text = html_to_markdown(_html(name)).text

@@ -134,6 +134,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         return HtmlExtraction(text="")
     redirect = redirect_target(tree)
     _drop_headerlinks(tree)
+    _manpage_header_in_content(tree)
     _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
     _drop_navigation_lines(tree)
@@ -402,6 +403,33 @@ def _signature(text: str) -> str:
 
 # Doxygen's title of a page (the pages have no <title>)
 _DOXYGEN_TITLE_XPATH = XPath("//div[contains(@class, 'headertitle')]/div[@class='title']")
+
+
+# AsciiDoc's (and Asciidoctor's) manual page: the title and the NAME section in a
+# ``div#header`` beside the ``div#content`` of the other sections
+_MANPAGE_HEADER_XPATH = XPath(
+    "//body/div[@id='header'][h2 and div[contains(concat(' ', @class, ' '), ' sectionbody ')]]"
+    "[following-sibling::div[@id='content']]"
+)
+
+
+def _manpage_header_in_content(tree: HtmlElement) -> None:
+    """An AsciiDoc manual page's header (its ``<h1>`` and NAME section) as the start of its
+    content.
+
+    AsciiDoc writes a man page's title and NAME section ("git-add - Add file contents to the
+    index") in ``div#header``, the other sections in ``div#content``, which trafilatura takes
+    as the page's content container: 39 of the zoo's 40 git pages lost their one-line
+    purpose and began at SYNOPSIS. A header that holds a section (an ``<h2>`` and its
+    ``div.sectionbody``) goes first into the content; an article's header (title, author,
+    revision) does not match and stays as it was.
+    """
+    for header in _MANPAGE_HEADER_XPATH(tree):
+        content = header.getnext()
+        while content is not None and content.get("id") != "content":
+            content = content.getnext()
+        if content is not None:
+            content.insert(0, header)  # moves it, its tail with it
 
 
 def _doxygen_layout_as_text(tree: HtmlElement) -> None:
