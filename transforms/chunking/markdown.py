@@ -190,6 +190,18 @@ _COMMENTS = re.compile(r"(?:\s*<!--(?:(?!-->).)*-->)+\s*", re.DOTALL)
 _BLANK_LINES = re.compile(r"(?:[ \t]*(?:\r\n|\r|\n))+")
 
 
+def _without_spans(text: str, drop: list[tuple[int, int]]) -> str:
+    """`text` without the [start, end) spans of `drop` (in order, not overlapping)."""
+    if not drop:
+        return text
+    parts, pos = [], 0
+    for start, end in drop:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def without_html_comments(text: str) -> str:
     """`text` without its HTML comment blocks (a block that is one or more comments and
     nothing else, as markdown-it reads blocks; comments in code or in a paragraph stay).
@@ -208,14 +220,7 @@ def without_html_comments(text: str) -> str:
             end = starts[tok.map[1]] if tok.map[1] < len(starts) else len(text)
             blank = _BLANK_LINES.match(text, end)  # and the blank lines after it
             drop.append((starts[tok.map[0]], blank.end() if blank else end))
-    if not drop:
-        return text
-    parts, pos = [], 0
-    for start, end in drop:
-        parts.append(text[pos:start])
-        pos = end
-    parts.append(text[pos:])
-    return "".join(parts)
+    return _without_spans(text, drop)
 
 
 def without_link_definitions(text: str) -> str:
@@ -266,14 +271,7 @@ def without_link_definitions(text: str) -> str:
         if all(_heading_text(h, env) == _heading_text(h, rest) for h in headings):
             drop.append((starts[first], end))
         line += 1
-    if not drop:
-        return text
-    parts, pos = [], 0
-    for start, end in drop:
-        parts.append(text[pos:start])
-        pos = end
-    parts.append(text[pos:])
-    return "".join(parts)
+    return _without_spans(text, drop)
 
 
 def markdown_sections(text: str) -> list[Section]:
