@@ -4,8 +4,14 @@ its backslash escapes (a real page: Sphinx 5.3's "Logging API", Debian's sphinx-
 import gzip
 import os
 
+from lxml.html import document_fromstring
+
 from transforms.chunking.markdown import headings, markdown_sections
-from transforms.ingest.html import definition_terms_inline, html_to_markdown
+from transforms.ingest.html import (
+    _definition_term_links_as_text,
+    definition_terms_inline,
+    html_to_markdown,
+)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
@@ -60,3 +66,30 @@ def test_permalinks_and_source_links_leave_definition_terms():
         )
         text = html_to_markdown(page).text
         assert "¶" not in text and "The process ID of the current process." in text
+
+
+def test_a_section_of_linked_signatures_is_kept():
+    # Sphinx 5.3's "Utilities": the types in EventManager's signatures are links, and to
+    # trafilatura's link-density test its section (the page's last) was a link list: it went
+    text = html_to_markdown(_page("sphinx53-extdev-utils.html.gz")).text
+    assert [h for _, _, h in headings(text)][-1] == "Utility components"
+    at = text.index("## Utility components\n")
+    assert text[at:].split("\n")[2:6] == [
+        "- *class* sphinx.events.EventManager(*app: Sphinx*)",
+        ": Event manager for Sphinx.",
+        "  - add(*name: str*)  None",
+        "  : Register a custom Sphinx event.",
+    ]
+    assert "emit_firstresult(" in text[at:]
+    # a term that is nothing but a link, or a term without an anchor, keeps its link: a table
+    # of contents stays a link list (DocBook's `9.18.1. CASE`)
+    page = (
+        "<html><body><main><h1>Functions</h1><p>Text of the page, long enough to be content "
+        "and more than a table of contents.</p><dl><dt id='f'><code>f(x: <a href='t.html'>T"
+        "</a>)</code></dt><dd><p>Applies f.</p></dd><dt id='g'><a href='g.html'>9.1. G</a></dt>"
+        "<dd><p>Section.</p></dd><dt><a href='h.html'>H</a> — h</dt><dd><p>Chapter.</p></dd>"
+        "</dl></main></body></html>"
+    )
+    tree = document_fromstring(page)
+    _definition_term_links_as_text(tree)
+    assert [len(dt.findall(".//a")) for dt in tree.iter("dt")] == [0, 1, 1]

@@ -141,6 +141,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
+    _definition_term_links_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
@@ -739,6 +740,30 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
         if _plain(paragraphs[0].text_content()) != _plain(text[0].text_content()):
             continue  # the section holds more than its paragraph
         for link in list(paragraphs[0].iter("a")):
+            link.drop_tag()
+
+
+def _definition_term_links_as_text(tree: HtmlElement) -> None:
+    """The links of a definition's term (``<dt>``) as their text.
+
+    Sphinx links the types of a signature to their documentation (``connect(name: str,
+    callback: Callable, priority: int) -> int``, each type a link), and to trafilatura's
+    link-density test a list of such terms with one-line descriptions is a link list: the
+    last section of Sphinx's own "Utilities" page (``EventManager`` and its five methods) went
+    whole. A term is the name of what its description defines, not navigation; the job keeps
+    no links, only their text. Only a term that is an anchor (``id``, as Sphinx writes every
+    object's signature) and holds text besides its links: a term that is one link and nothing
+    else (DocBook's table of a page's contents, ``9.18.1. CASE``) or a plain ``<dt>`` of
+    links (gtk-doc's list of a part's chapters) is a link list's entry, and stays one.
+    """
+    for term in list(tree.iter("dt")):
+        links = list(term.iter("a"))
+        if not links or term.get("id") is None or _in_navigation(term):
+            continue
+        linked = "".join(_plain(a.text_content()) for a in links)
+        if not re.search(r"\w", _plain(term.text_content()).replace(linked, "", 1)):
+            continue  # nothing but its link(s)
+        for link in links:
             link.drop_tag()
 
 
