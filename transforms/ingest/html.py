@@ -142,6 +142,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
     _definition_term_links_as_text(tree)
+    _return_arrows_as_text(tree)
     _summaries_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
@@ -765,6 +766,18 @@ def _definition_term_links_as_text(tree: HtmlElement) -> None:
             continue  # nothing but its link(s)
         for link in links:
             link.drop_tag()
+
+
+# Sphinx's return arrow in a signature (`connect(name) -> int`): a span whose class trafilatura
+# discards as an icon's ("-icon", xpaths.py), taking the arrow with it
+_RETURN_ARROW_XPATH = XPath("//span[contains(concat(' ', @class, ' '), ' sig-return-icon ')]")
+
+
+def _return_arrows_as_text(tree: HtmlElement) -> None:
+    """Sphinx's ``span.sig-return-icon`` as its text, the arrow before a return type: the
+    signature read ``add(name: str)  None`` where the page shows ``add(name: str) → None``."""
+    for span in _RETURN_ARROW_XPATH(tree):
+        span.drop_tag()
 
 
 def _summaries_as_blocks(tree: HtmlElement) -> None:
