@@ -248,6 +248,7 @@ def without_link_definitions(text: str) -> str:
             mapped[tok.map[0]] += 1
             mapped[tok.map[1]] -= 1
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    read = [_heading_text(h, env) for h in headings]  # each heading as it reads now
     drop: list[tuple[int, int]] = []
     line, depth, n = 0, 0, len(starts)
     while line < n:
@@ -268,7 +269,7 @@ def without_link_definitions(text: str) -> str:
         rest = {
             "references": {k: v for k, v in references.items() if k not in gap_env["references"]}
         }
-        if all(_heading_text(h, env) == _heading_text(h, rest) for h in headings):
+        if all(_heading_text(h, rest) == r for h, r in zip(headings, read, strict=True)):
             drop.append((starts[first], end))
         line += 1
     return _without_spans(text, drop)

@@ -427,11 +427,8 @@ def _manpage_header_in_content(tree: HtmlElement) -> None:
     revision) does not match and stays as it was.
     """
     for header in _MANPAGE_HEADER_XPATH(tree):
-        content = header.getnext()
-        while content is not None and content.get("id") != "content":
-            content = content.getnext()
-        if content is not None:
-            content.insert(0, header)  # moves it, its tail with it
+        content = header.xpath("following-sibling::div[@id='content'][1]")[0]  # as matched
+        content.insert(0, header)  # moves it, its tail with it
 
 
 def _doxygen_layout_as_text(tree: HtmlElement) -> None:
