@@ -533,3 +533,96 @@ def test_chunks_inside_a_section_keep_its_path_after_a_small_lead_went_on_into_i
     # later chunk lies wholly inside the Description and is named for it
     assert chunks[0].start == 0
     assert [c.section_path for c in chunks[1:]] == [("NOTIFY", "Description")] * (len(chunks) - 1)
+
+
+# --- headings that head what follows, pieces of a definition ------------------------------------
+
+
+def _heads_what_follows(text: str) -> set[int]:
+    """Offsets of the headings whose sections hold nothing else, before a section below them."""
+    sections = markdown_sections(text)
+    return {
+        a.blocks[0].start
+        for a, b in itertools.pairwise(sections)
+        if len(a.blocks) == 1
+        and a.blocks[0].heading
+        and len(b.path) > len(a.path)
+        and b.path[: len(a.path)] == a.path
+    }
+
+
+def _last_line_start(text: str, c: ChunkSpan) -> int:
+    piece = text[c.start : c.end].rstrip()
+    return c.start + piece.rfind("\n") + 1
+
+
+def test_no_chunk_ends_with_a_heading_whose_sections_follow(cl100k) -> None:
+    text = f"# Guide\n\n{words(20, 'a')}\n\n## Parameters\n\n### alpha\n\n{words(30, 'b')}\n"
+    chunks = MarkdownChunker(cl100k, 100).chunk(text)
+    check_invariants(cl100k, text, chunks, 100)
+    # Before: "## Parameters" ended the first chunk, its section named in that chunk's path,
+    # and the chunk holding what it heads began without it.
+    assert [text[c.start : c.end].splitlines()[-1] for c in chunks] == [
+        words(20, "a"),
+        words(30, "b"),
+    ]
+    assert text[chunks[1].start :].startswith("## Parameters\n\n### alpha")
+    assert [c.section_path for c in chunks] == [("Guide",), ("Guide", "Parameters", "alpha")]
+
+
+def test_a_heading_before_its_sibling_with_content_goes_with_it(cl100k) -> None:
+    # Doxygen: "Member Function Documentation" and each member are all <h2>
+    text = (
+        f"# Json::Path Class Reference\n\n{words(20, 'a')}\n\n"
+        f"## Member Function Documentation\n\n## make()\n\n{words(30, 'b')}\n"
+    )
+    chunks = MarkdownChunker(cl100k, 100).chunk(text)
+    check_invariants(cl100k, text, chunks, 100)
+    assert len(chunks) == 2
+    assert text[chunks[1].start :].startswith("## Member Function Documentation\n\n## make()")
+    # a heading alone is not named among the chunk's sections: what it heads is
+    assert chunks[1].section_path == ("Json::Path Class Reference", "make()")
+
+
+def test_headings_that_head_nothing_are_content(cl100k) -> None:
+    # rustdoc's implementors (std::ops::Shr, whose page keeps no heading above them): one <h3>
+    # each, nothing under them. They are content; holding back each chunk's last one, as a
+    # heading of what follows, gave 35-token chunks.
+    text = "\n\n".join(f"### impl Shr<u{i}> for T{i}" for i in range(120))
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    assert all(c.token_count >= 192 // 4 for c in chunks[:-1])
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "sphinx53-websupport-api.html.gz",  # a class too large for a chunk, "## Methods" after it
+        "sphinx53-extdev-utils.html.gz",
+        "postgresql15-sql-set.html.gz",  # "TIME ZONE", a long parameter, "## Notes" after it
+        "postgresql15-runtime-config-statistics.html.gz",
+        "jsoncpp195-class-json-char-reader-builder.html.gz",
+    ],
+)
+@pytest.mark.parametrize("size", [128, 192])
+def test_pieces_of_a_definition_keep_its_term_and_headings_go_with_their_sections(
+    cl100k, page: str, size: int
+) -> None:
+    from transforms.ingest.html import html_to_markdown
+
+    with gzip.open(DATA / page, "rt", encoding="utf-8") as f:
+        text = html_to_markdown(f.read()).text
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    definitions = [s for s in markdown_sections(text) if s.definition is not None]
+    for c in chunks:
+        for s in definitions:
+            d = s.definition
+            if d.start < c.start < d.end:
+                # a chunk that starts inside a definition names it (alone or among siblings)
+                assert any(s.path[-1] in entry for entry in c.section_path), (c, s.path)
+    # Before: 10 chunks of these pages ended with a heading whose content began the next
+    # chunk, and 7 pieces of definitions lost their term ("Parameters, Notes" for the end of
+    # SET's "TIME ZONE"; "The WebSupport Class" for the end of that class).
+    heads = _heads_what_follows(text)
+    assert not [c for c in chunks if _last_line_start(text, c) in heads]

@@ -64,6 +64,9 @@ class Section:
     definition: Definition | None = None
     # starts a chunk: the first part of a definition cut in parts, a label's unit
     fresh: bool = False
+    # a part of a definition cut in parts: that definition's path (no chunk holding a part
+    # goes on past the definition's own section, so every piece has the term in its path)
+    unit: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=1)
@@ -427,6 +430,8 @@ def definition_parts(text: str, section: Section) -> list[Section]:
         out.append(Section(section.path))
         pos = part.end
     out[-1].blocks.extend(_gap(text, pos, d.end))
+    for part in out:
+        part.unit = section.path
     return [s for s in out if s.blocks]
 
 
@@ -468,6 +473,42 @@ def sibling_path(path: tuple[str, ...], members: list[tuple[str, ...]]) -> tuple
     return (*path, SIBLING_JOINER.join(names))
 
 
+def _heading_only(section: Section) -> bool:
+    """A heading whose section holds nothing else: its content is in the sections after it."""
+    return len(section.blocks) == 1 and section.blocks[0].heading
+
+
+@dataclass
+class _HeldHeadings:
+    """Heading-only sections at the open chunk's end, each below the one before: their span
+    and the first one's path, and the open chunk's end, members and path before them."""
+
+    start: int
+    end: int
+    path: tuple[str, ...]
+    before_end: int
+    before_members: list[tuple[str, ...]]
+    before_path: tuple[str, ...]
+    last: tuple[str, ...] = ()  # the path of the last of them, each below the one before
+
+    def __post_init__(self) -> None:
+        self.last = self.last or self.path
+
+
+def _below(path: tuple[str, ...], above: tuple[str, ...]) -> bool:
+    return len(path) > len(above) and path[: len(above)] == above
+
+
+def _headed_by(section: Section, heading: tuple[str, ...]) -> bool:
+    """Whether the heading-only section at `heading` heads `section`: `section` lies below it,
+    or is a sibling with content of its own (Doxygen's "Member Function Documentation" before
+    "make()", both `<h2>`). A heading before a sibling heading alone heads nothing: it is
+    content (rustdoc's list of implementations, one `<h3>` each)."""
+    if _below(section.path, heading):
+        return True
+    return len(section.path) == len(heading) and not _heading_only(section)
+
+
 class MarkdownChunker(Chunker):
     """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
 
@@ -486,6 +527,15 @@ class MarkdownChunker(Chunker):
       The chunk's path is the common prefix, else (or for a bare heading) the next section's.
       It stays alone only where joining would cut a block that fits whole. The document's
       small last chunk joins the chunk before it when that has room.
+    - No chunk ends with a heading whose section holds nothing else and whose content starts
+      the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
+      Function Documentation" before the members): the chunk ends before it and it goes on
+      with what it heads. Such a heading is not named in a merged chunk's path; one before a
+      sibling heading of nothing (rustdoc's implementors) heads nothing and is content.
+    - A piece of a definition cut in parts (too large for a chunk) does not go on past the
+      definition's own section (a new heading), and a chunk that starts in a definition and
+      goes on only into the text after it is named by it: every piece has the term in its
+      path.
     - The heading starts its section's first chunk. When the first block is too large, the
       heading shares the first piece; when the first block fits alone but not after the
       heading, the heading is a chunk of its own rather than the block being cut.
@@ -519,11 +569,31 @@ class MarkdownChunker(Chunker):
         # and the path of the section being read
         members: list[tuple[str, ...]] = []
         current: tuple[str, ...] = ()
+        # Headings of nothing else merged at the open chunk's end: when the section they head
+        # does not join the chunk, they go on with it (no chunk ends with them).
+        tail: _HeldHeadings | None = None
+        open_unit: tuple[str, ...] = ()  # the `Section.unit` of the open chunk's last section
+
+        # Sections of a heading alone are not named among a chunk's merged sections: their
+        # heading is in its text, and what they head is named by the sections after them
+        # (Doxygen's "Member Function Documentation" before "make()").
+        heading_only = {s.path for s in sections if _heading_only(s)}
+
+        def named_path() -> tuple[str, ...]:
+            kept = [m for m in members if m not in heading_only]
+            named = sibling_path(path, kept)
+            if named == path and kept and _below(kept[0], path):
+                # a chunk that starts in a definition and goes on only into the text after it
+                # (Sphinx's "Changed in version" after a class) is named by the definition
+                below = {m[: len(path) + 1] for m in kept if _below(m, path)}
+                if len(below) == 1:
+                    return below.pop()
+            return named
 
         def close() -> None:
             nonlocal start, members, path
             if start >= 0:
-                out.append(self._span(doc, start, end, sibling_path(path, members)))
+                out.append(self._span(doc, start, end, named_path()))
             start = -1
             members = [current]
             # the next chunk lies within the section being read: its path, not the merged one
@@ -543,11 +613,19 @@ class MarkdownChunker(Chunker):
                 queue.extend(definition_parts(text, section)[::-1])
                 continue
             common = common_prefix(path, section.path)
+            # the open chunk holds a piece of a definition cut in parts and this section lies
+            # outside the section of that definition (a new heading): the piece ends there,
+            # with the term in its path
+            parent = open_unit[:-1]
+            leaves_unit = bool(open_unit) and start >= 0 and section.path[: len(parent)] != parent
+            if leaves_unit:
+                common = ()
             # A small chunk (a title and its one-line purpose, a section's short tail) goes on
             # into the next section instead of standing alone without the substance.
             # (but not from one label's unit into the next: the tail keeps its own label)
             carry = (
-                open_is_small()
+                not leaves_unit
+                and open_is_small()
                 and self._can_carry(doc, start, section)
                 and not (section.blocks[0].label and path != section.path[:-1])
             )
@@ -556,14 +634,41 @@ class MarkdownChunker(Chunker):
             if section.fresh and not carry:
                 common = ()  # a definition too large: its first piece starts a chunk
             if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
+                if _heading_only(section):
+                    if tail is not None and tail.end == end and _below(section.path, tail.last):
+                        tail.end, tail.last = sec_end, section.path
+                    else:
+                        # a run of headings restarts at a heading that is not below the one
+                        # before it: that one heads nothing and is content (rustdoc's impls)
+                        tail = _HeldHeadings(
+                            section.blocks[0].start, sec_end, section.path, end, list(members), path
+                        )
                 end, path, bare_heading = sec_end, merged, False
                 members.append(section.path)
+                open_unit = section.unit
+                continue
+            if (
+                not carry
+                and tail is not None
+                and tail.end == end
+                and _headed_by(section, tail.last)
+                and self._can_carry(doc, tail.start, section)
+            ):
+                # The chunk would end with headings whose content starts here: it ends
+                # before them, and they open the next chunk, which this section joins.
+                end, members, path = tail.before_end, tail.before_members, tail.before_path
+                close()
+                start, end, bare_heading = tail.start, tail.end, True
+                members, path, current = [tail.path], tail.path, tail.path
+                tail, open_unit = None, ()
+                queue.append(section)
                 continue
             if not carry:
                 close()
                 members = []
             members.append(section.path)
             current = section.path
+            open_unit = section.unit
             path = merged if carry else section.path
             # the open chunk's last unit when it is a label: its start, its end and the end
             # of the chunk before it
@@ -607,10 +712,12 @@ class MarkdownChunker(Chunker):
                     start = -1
                     pieces = self._pieces(doc, lines, unit, lead)
                     for i, (s, e) in enumerate(pieces[:-1]):
-                        named = sibling_path(path, members) if i == 0 else current
+                        named = named_path() if i == 0 else current
                         out.append(self._span(doc, s, e, named))
                     if len(pieces) > 1:
                         members, path = [current], current
+                        if section.definition is not None:
+                            open_unit = section.path  # its last piece stays in its section
                     (start, end), bare_heading = pieces[-1], False
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
