@@ -323,3 +323,22 @@ def test_doxygen_templates_and_operators():
     assert "## operator[]()" in text.split("\n")
     assert "operator[]()" in {s.path[-1] for s in markdown_sections(text) if s.path}
     assert _violations(name) == []
+
+
+def test_texinfo_button_bars_are_navigation_and_go():
+    # zsh's manual (texi2any in its texi2html style): every node opens with a table of
+    # bracketed links "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top] [Contents] [Index] [ ? ]"
+    html = _html("zsh59-command-execution.html.gz")
+    text = html_to_markdown(html).text
+    # Before: the text began "| [ << ] | [ < ] | [ Up ] | ..." (391 such bars on the zoo's 73
+    # Texinfo pages); the checker did not see them
+    assert "[ << ]" not in text and "[Contents]" not in text
+    assert text.startswith("# 8 Command Execution\n")
+    assert "- 127\n: The search was unsuccessful." in text
+    assert _violations("zsh59-command-execution.html.gz") == []
+    tree = trafilatura.load_html(html)
+    bar = "| [ << ] | [ < ] | [ Up ] | [ > ] | [ >> ] |  | [Top] | [Contents] | [Index] | [ ? ] |"
+    found = check_page(tree, f"{bar}\n\n{text}", "8 Command Execution")
+    assert [v.kind for v in found] == ["navigation"]
+    # a link in brackets in running text is no bar
+    assert not check_page(tree, f"{text}\nSee [Top] of the page.\n", "8 Command Execution")

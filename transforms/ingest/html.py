@@ -138,6 +138,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
     _drop_navigation_lines(tree)
+    _drop_button_bars(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -589,6 +590,29 @@ def _drop_navigation_lines(tree: HtmlElement) -> None:
         for anchor in block.iter("a"):
             rest = rest.replace(anchor.text_content(), " ", 1)
         if _NAVIGATION_WORDS.fullmatch(rest):
+            block.drop_tree()
+
+
+_BUTTON_BAR_BLOCKS_XPATH = XPath("//table[.//a] | //p[.//a]")
+# a bar of bracketed buttons and nothing else: "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top]
+# [Contents] [Index] [ ? ]"
+_BUTTON_BAR = re.compile(
+    r"\s*(?:\[\s*(?:<<?|>>?|Up|Top|Contents|Index|About|\?)\s*\]\s*){2,}", re.IGNORECASE
+)
+
+
+def _drop_button_bars(tree: HtmlElement) -> None:
+    """Remove the tables and paragraphs that are a bar of navigation buttons and nothing else.
+
+    texi2html and texi2any (in its texi2html style, as zsh's and gettext's manuals are built)
+    head every node with a table of bracketed links, "[ << ] [ < ] [ Up ] [ > ] [ >> ]
+    [Top] [Contents] [Index] [ ? ]", whose links have titles ("Next chapter") but no ``rel``:
+    trafilatura kept each as a table row of the text (issue 25: 391 "navigation" violations of
+    the zoo's 73 Texinfo pages, 338 of them in zsh's). A block goes when its whole text is
+    such buttons, two at least, and it holds a link.
+    """
+    for block in _BUTTON_BAR_BLOCKS_XPATH(tree):
+        if block.getparent() is not None and _BUTTON_BAR.fullmatch(block.text_content()):
             block.drop_tree()
 
 

@@ -11,7 +11,8 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
 - ``list``: a list item, table row or definition-list entry glued to the text before it;
 - ``escape``: a Markdown escape (``\\<``, ``\\_``, ``\\[``, ``\\*``...) in the text outside code
   that the page's text does not hold;
-- ``navigation``: navigation text (Sphinx's "Navigation", "previous | next", "Quick search"...);
+- ``navigation``: navigation text (Sphinx's "Navigation", "previous | next", "Quick search",
+  Texinfo's button bar "[ << ] [ < ] [ Up ] [ > ] [ >> ]"...);
 - ``lost``: a heading followed by nothing where the page's heading of that text has content;
 - ``title``: a title that is not the page's own (its ``<title>`` or a heading of the page), or
   is only the site's name that its ``<title>`` gives after the page's, where a heading says
@@ -54,7 +55,9 @@ _NAVIGATION = re.compile(
     r"^(?:#+ )?(?:Navigation|Quick search|Previous topic|Next topic|This Page|Show Source"
     r"|Related Topics)\s*$"
     r"|\b(?:previous|prev)\s*\|\s*next\b|\bnext\s*\|\s*(?:previous|prev)\b"
-    r"|\bindex\s*\|?\s*(?:modules\s*\|\s*)?next\s*\|",
+    r"|\bindex\s*\|?\s*(?:modules\s*\|\s*)?next\s*\|"
+    # Texinfo's button bar (texi2html, texi2any): "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top]"
+    r"|(?:\[ *(?:<<?|>>?|Up|Top|Contents|Index|About|\?) *\][ \t|]*){2,}",
     re.IGNORECASE | re.MULTILINE,
 )
 
