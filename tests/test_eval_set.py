@@ -219,3 +219,22 @@ def test_verify_answers_refuses_a_question_moved_to_the_other_half(tmp_path) -> 
     record["split"] = split_of("x")
     (tmp_path / "q.jsonl").write_text(json.dumps(record) + "\n")
     assert check([str(tmp_path / "q.jsonl")], str(tmp_path)) == []
+
+
+def test_chunk_structure_counts_a_heading_at_the_end_and_a_piece_without_its_term():
+    from eval.chunk_structure import chunk_structure
+
+    text = "# A\n\nIntro.\n\n## B\n\n### C\n\n- *class* Widget(x)\n: A widget.\n  More.\n"
+    b, widget, more = text.index("## B"), text.index("- *class*"), text.index("  More.")
+    # the first chunk ends with "## B", which heads "### C"; the last starts inside the
+    # definition of Widget without naming it
+    chunks = [
+        (0, b + len("## B"), ("A",)),
+        (b + 6, more, ("A", "B", "C", "class Widget(x)")),
+        (more, len(text), ("A", "B", "C")),
+    ]
+    found = chunk_structure(text, chunks)
+    assert (found.chunks, found.heading_at_end, found.piece_without_term) == (3, 1, 1)
+    named = [*chunks[:2], (more, len(text), ("A", "B", "C", "class Widget(x)"))]
+    assert chunk_structure(text, named).piece_without_term == 0
+    assert widget < more

@@ -1,0 +1,124 @@
+"""Two properties of a finished run's Markdown chunks, per folder (docs/structure.md):
+
+    python -m eval.chunk_structure RUN [RUN ...]
+
+- heading at the end: a chunk whose last line is a heading whose section holds nothing else
+  and heads the sections after it (its content begins the next chunk);
+- piece without its term: a chunk that starts inside a definition (`Section.definition`)
+  while no entry of its `section_path` names that definition's term.
+
+The folder is the one under the run's input root: the first path component after the
+longest common prefix of the run's document sources (`.cache/zoo/pages/<generator>/...`).
+Only documents chunked by the `markdown` strategy count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from transforms.chunking.markdown import markdown_sections
+
+__all__ = ["ChunkStructure", "chunk_structure", "heads_what_follows", "main"]
+
+
+@dataclass
+class ChunkStructure:
+    chunks: int = 0
+    heading_at_end: int = 0
+    piece_without_term: int = 0
+
+
+def heads_what_follows(text: str) -> set[int]:
+    """Offsets of the headings whose sections hold nothing else, before a section below them."""
+    sections = markdown_sections(text)
+    return {
+        a.blocks[0].start
+        for a, b in itertools.pairwise(sections)
+        if len(a.blocks) == 1
+        and a.blocks[0].heading
+        and len(b.path) > len(a.path)
+        and b.path[: len(a.path)] == a.path
+    }
+
+
+def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]]) -> ChunkStructure:
+    """Count one document's chunks, each (start, end, section_path) into `text`."""
+    heads = heads_what_follows(text)
+    definitions = [s for s in markdown_sections(text) if s.definition is not None]
+    out = ChunkStructure()
+    for start, end, path in chunks:
+        out.chunks += 1
+        piece = text[start:end].rstrip()
+        if start + piece.rfind("\n") + 1 in heads:
+            out.heading_at_end += 1
+        for s in definitions:
+            d = s.definition
+            if d is not None and d.start < start < d.end:
+                if not any(s.path[-1] in entry for entry in path):
+                    out.piece_without_term += 1
+                break
+    return out
+
+
+def _by_folder(run: str) -> dict[str, ChunkStructure]:
+    import pyarrow.parquet as pq
+
+    docs = {
+        r["doc_id"]: r
+        for r in pq.read_table(
+            os.path.join(run, "documents"), columns=["doc_id", "source", "text"]
+        ).to_pylist()
+    }
+    chunks: dict[str, list[tuple[int, int, Sequence[str]]]] = defaultdict(list)
+    markdown: set[str] = set()
+    columns = ["doc_id", "start_char", "end_char", "section_path", "strategy", "is_parent"]
+    for r in pq.read_table(os.path.join(run, "chunks"), columns=columns).to_pylist():
+        if r["is_parent"]:
+            continue
+        chunks[r["doc_id"]].append((r["start_char"], r["end_char"], r["section_path"] or []))
+        if r["strategy"] == "markdown":
+            markdown.add(r["doc_id"])
+    root = os.path.commonpath([d["source"] for d in docs.values()]) if docs else ""
+    out: dict[str, ChunkStructure] = defaultdict(ChunkStructure)
+    for doc_id in sorted(markdown):
+        doc = docs[doc_id]
+        folder = os.path.relpath(doc["source"], root).split(os.sep)[0]
+        found = chunk_structure(doc["text"], sorted(chunks[doc_id]))
+        total = out[folder]
+        total.chunks += found.chunks
+        total.heading_at_end += found.heading_at_end
+        total.piece_without_term += found.piece_without_term
+    return dict(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eval.chunk_structure", description=__doc__)
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="output folders of finished runs")
+    args = parser.parse_args(argv)
+    tables = {run: _by_folder(run) for run in args.runs}
+    folders = sorted({f for t in tables.values() for f in t})
+    head = " | ".join(
+        f"{os.path.basename(os.path.normpath(r))}: chunks / heading at end / piece without term"
+        for r in args.runs
+    )
+    print(f"| folder | {head} |")
+    print("|---" * (1 + len(args.runs)) + "|")
+    totals = {run: Counter() for run in args.runs}
+    for folder in folders:
+        cells = []
+        for run, table in tables.items():
+            c = table.get(folder, ChunkStructure())
+            totals[run].update(chunks=c.chunks, heading=c.heading_at_end, term=c.piece_without_term)
+            cells.append(f"{c.chunks} / {c.heading_at_end} / {c.piece_without_term}")
+        print(f"| {folder} | " + " | ".join(cells) + " |")
+    cells = [f"{t['chunks']} / {t['heading']} / {t['term']}" for t in totals.values()]
+    print("| all | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
