@@ -342,3 +342,31 @@ def test_texinfo_button_bars_are_navigation_and_go():
     assert [v.kind for v in found] == ["navigation"]
     # a link in brackets in running text is no bar
     assert not check_page(tree, f"{text}\nSee [Top] of the page.\n", "8 Command Execution")
+
+
+def test_a_section_whose_anchor_holds_a_boilerplate_word_is_kept():
+    # Sphinx 5.3's intersphinx page: its last section's id,
+    # "using-intersphinx-with-inventory-file-under-basic-authorization", holds "author", one
+    # of the words by which trafilatura discards a site's `div#author-box` before extracting
+    html = _html("sphinx53-usage-extensions-intersphinx.html.gz")
+    text = html_to_markdown(html).text
+    # Before: the section was gone, heading, code and all
+    assert "## Using Intersphinx with inventory file under Basic Authorization\n" in text
+    assert "'https://user:password@docs.python.org/3'" in text
+    assert text.rstrip().endswith("stripped from the URL when generating the links.")
+    assert _violations("sphinx53-usage-extensions-intersphinx.html.gz") == []
+
+
+def test_a_boilerplate_block_that_is_no_section_of_content_still_goes():
+    words = " ".join(f"word{i}" for i in range(80))
+    page = (
+        "<html><head><title>Templates</title></head><body><main><h1>Templates</h1>"
+        f"<p>{words}.</p>"
+        '<section id="built-in-template-tags"><h2>Built-in template tags</h2>'
+        f"<p>Each tag is written between braces. {words}.</p></section>"
+        '<div id="tags">Tagged: <a href="/t/a">alpha</a>, <a href="/t/b">beta</a></div>'
+        "</main></body></html>"
+    )
+    text = html_to_markdown(page).text
+    assert "## Built-in template tags\n\nEach tag is written between braces." in text
+    assert "Tagged" not in text and "alpha" not in text

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import trafilatura
 from lxml.etree import XPath
-from lxml.html import HtmlElement, HTMLParser, document_fromstring
+from lxml.html import HtmlElement, HTMLParser, document_fromstring, fragment_fromstring
 
 from transforms.ingest.definitions import definitions_as_units, ends_off_fences, mark_definitions
 from transforms.ingest.trafilatura_markdown import fences_alone, without_escapes
@@ -59,6 +59,10 @@ try:  # the very expressions trafilatura uses to find a content container
     from trafilatura.xpaths import BODY_XPATH as _CONTAINER_XPATHS
 except ImportError:  # pragma: no cover - layout of a future trafilatura
     _CONTAINER_XPATHS = [XPath("(.//article|.//main|.//*[@role='main'])[1]")]
+try:  # and those by which it discards an element as boilerplate before extracting
+    from trafilatura.xpaths import OVERALL_DISCARD_XPATH as _DISCARD_XPATHS
+except ImportError:  # pragma: no cover - layout of a future trafilatura
+    _DISCARD_XPATHS = []
 
 __all__ = ["HtmlExtraction", "HtmlTooDeep", "html_to_markdown"]
 
@@ -137,6 +141,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _manpage_header_in_content(tree)
     _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
+    _section_anchors_are_no_boilerplate(tree)
     _drop_navigation_lines(tree)
     _drop_button_bars(tree)
     _drop_widgets(tree)
@@ -558,6 +563,36 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
                 break  # found by its class as well: left as trafilatura finds it
         if found:
             return  # the container trafilatura takes
+
+
+def _section_anchors_are_no_boilerplate(tree: HtmlElement) -> None:
+    """Take from a section of the content the id that made trafilatura discard it whole.
+
+    trafilatura discards, before it extracts, every ``div`` or ``section`` whose id matches
+    its boilerplate words ("tags", "author", "share", "menu", "nav", "related", "footer",
+    "button", "sidebar", "banner"...: a site's ``div#tags``, ``div#author-box``). Sphinx gives a
+    section the id of its heading, so a section whose heading holds such a word went, heading
+    and all: Sphinx's own "Including content based on tags" (the ``only`` directive) and
+    "Using Intersphinx with inventory file under Basic Authorization", a section on template
+    tags or related objects (issue 25: found by listing the zoo's headings that no text
+    holds). A section whose id is its own heading's anchor (`_is_section_of_content`) and that
+    trafilatura would discard for that id loses it; its class or role still count.
+    """
+    for section in _ANCHORED_XPATH(tree):
+        if _is_section_of_content(section) and _discarded_for_id(section.tag, section.get("id")):
+            del section.attrib["id"]
+
+
+_ANCHORED_XPATH = XPath("//section[@id] | //div[@id]")
+
+
+@functools.lru_cache(maxsize=1024)
+def _discarded_for_id(tag: str, anchor: str) -> bool:
+    """Whether trafilatura discards a `tag` element for its id `anchor` alone: its discard
+    expressions, run on an element with that id and nothing else."""
+    probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
+    probe[0].set("id", anchor)
+    return any(expr(probe) for expr in _DISCARD_XPATHS)
 
 
 _NAVIGATION_LINKS_XPATH = XPath(
