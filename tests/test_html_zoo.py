@@ -370,3 +370,16 @@ def test_a_boilerplate_block_that_is_no_section_of_content_still_goes():
     text = html_to_markdown(page).text
     assert "## Built-in template tags\n\nEach tag is written between braces." in text
     assert "Tagged" not in text and "alpha" not in text
+
+
+def test_a_django_section_with_a_boilerplate_word_in_its_anchor_is_kept():
+    # Django's theme writes docutils' HTML4 sections with prefixed ids, `<div class="section"
+    # id="s-message-tags"><span id="message-tags"></span><h3>Message tags</h3>`: "tags" is a
+    # boilerplate word to trafilatura, and the id is no slug of the heading
+    html = _html("django32-ref-contrib-messages.html.gz")
+    text = html_to_markdown(html).text
+    # Before: both sections were gone, headings, code and all
+    assert "### Message tags\n\nMessage tags are a string representation" in text
+    assert "### Adding extra message tags\n" in text
+    assert "extra_tags='dragonball')" in text
+    assert _violations("django32-ref-contrib-messages.html.gz") == []

@@ -527,14 +527,32 @@ def _doxygen_layout_as_text(tree: HtmlElement) -> None:
 _SLUG_SEPARATORS = re.compile(r"[^0-9a-z]+")
 
 
+def _opening_heading(element: HtmlElement) -> HtmlElement | None:
+    """The heading `element` opens with: its first child with text, after empty anchors."""
+    if (element.text or "").strip():
+        return None
+    for child in element:
+        if not isinstance(child.tag, str):
+            continue
+        if child.tag in _HEADING_TAGS:
+            return child
+        if child.text_content().strip():
+            return None
+    return None
+
+
 def _is_section_of_content(element: HtmlElement) -> bool:
-    """Whether `element` is a section of the page: its id is the anchor of the heading it
-    opens with, as docutils writes it (``<section id="primary-comparison-expressions"><h3>
-    Primary Comparison Expressions</h3>``)."""
+    """Whether `element` is a section of the page, as docutils writes one: its id is the
+    anchor of the heading it opens with (``<section id="primary-comparison-expressions"><h3>
+    Primary Comparison Expressions</h3>``), or it is a ``div.section`` with an id that opens
+    with a heading (docutils' HTML4 writer; Django's theme prefixes the ids, ``<div
+    class="section" id="s-template-tags"><span id="template-tags"></span><h3>``)."""
     own = element.get("id")
-    heading = next((c for c in element if isinstance(c.tag, str) and c.tag in _HEADING_TAGS), None)
+    heading = _opening_heading(element)
     if not own or heading is None:
         return False
+    if element.tag == "div" and "section" in (element.get("class") or "").split():
+        return True
     slug = _SLUG_SEPARATORS.sub("-", _plain(heading.text_content()).lower()).strip("-")
     return bool(slug) and own == slug
 
