@@ -365,6 +365,20 @@ def markdown_documents(draw: st.DrawFn) -> str:
         ),
         st.just(f"[ref]: https://example.com/{len(passage)}"),
         st.just(passage),
+        # definitions as the HTML extraction writes them (a term, ": " and its description,
+        # nested ones indented): units the chunker keeps whole or cuts with the term in path
+        st.lists(
+            st.tuples(_line, st.lists(_line, min_size=1, max_size=4), st.booleans()),
+            min_size=1,
+            max_size=4,
+        ).map(
+            lambda ds: "\n".join(
+                f"- {term}\n: "
+                + "\n  ".join(body)
+                + (f"\n  - {body[0]}\n  : {term}" if nest else "")
+                for term, body, nest in ds
+            )
+        ),
     )
     blocks = draw(st.lists(block, min_size=1, max_size=14))
     if draw(st.booleans()):
