@@ -616,3 +616,19 @@ def test_pieces_of_a_definition_keep_its_term_and_headings_go_with_their_section
     # chunk, and 7 pieces of definitions lost their term ("Parameters, Notes" for the end of
     # SET's "TIME ZONE"; "The WebSupport Class" for the end of that class).
     assert (found.heading_at_end, found.piece_without_term) == (0, 0)
+
+
+def test_a_heading_of_sections_leads_the_first_piece_of_a_block_it_cannot_precede_whole(
+    cl100k,
+) -> None:
+    # Flask's API page: "## Message Flashing" holds nothing but the definition of `flash`,
+    # which fits a chunk alone but not after it. Before: the heading was a chunk of its own.
+    body = f"{words(23, 'b')}\n\n  {words(23, 'c')}"
+    text = f"# API\n\n{words(48, 'a')}\n\n## Message Flashing\n\n- flash(message)\n: {body}\n"
+    chunks = MarkdownChunker(cl100k, 100).chunk(text)
+    check_invariants(cl100k, text, chunks, 100)
+    definition = text.index("- flash(message)")
+    assert cl100k.count(text[definition:].strip()) <= 100  # it fits alone, not after the heading
+    assert not [c for c in chunks if text[c.start : c.end].strip() == "## Message Flashing"]
+    second = next(c for c in chunks if c.start > 0)
+    assert text[second.start :].startswith("## Message Flashing\n\n- flash(message)")

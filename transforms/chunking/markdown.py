@@ -626,7 +626,8 @@ class MarkdownChunker(Chunker):
             carry = (
                 not leaves_unit
                 and open_is_small()
-                and self._can_carry(doc, start, section)
+                # headings alone go on into what they head, even a block they must then cut
+                and (bare_heading or self._can_carry(doc, start, section))
                 and not (section.blocks[0].label and path != section.path[:-1])
             )
             # a bare heading heads the section it joins: the chunk is that section's
@@ -681,7 +682,9 @@ class MarkdownChunker(Chunker):
                 for unit in units:
                     if start >= 0 and self._fits(doc, start, unit.end):
                         label = (unit.start, unit.end, end) if unit.label else None
-                        end, bare_heading, opened_by_label = unit.end, False, False
+                        # a heading after headings alone: the chunk still holds only headings
+                        bare_heading = bare_heading and unit.heading
+                        end, opened_by_label = unit.end, False
                         continue
                     labelled = label is not None or (opened_by_label and start >= 0)
                     if opened_by_label and label is None:
