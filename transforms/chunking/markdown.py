@@ -525,8 +525,9 @@ class MarkdownChunker(Chunker):
       bare heading, a short tail): it goes on into the next section, whatever its path, as
       the lead of the section's first piece when that section's first block is too large.
       The chunk's path is the common prefix, else (or for a bare heading) the next section's.
-      It stays alone only where joining would cut a block that fits whole. The document's
-      small last chunk joins the chunk before it when that has room.
+      It stays alone only where joining would cut a block that fits whole; headings alone
+      join even then, leading the block's first piece. The document's small last chunk joins
+      the chunk before it when that has room.
     - No chunk ends with a heading whose section holds nothing else and whose content starts
       the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
       Function Documentation" before the members): the chunk ends before it and it goes on
@@ -536,13 +537,13 @@ class MarkdownChunker(Chunker):
       definition's own section (a new heading), and a chunk that starts in a definition and
       goes on only into the text after it is named by it: every piece has the term in its
       path.
-    - The heading starts its section's first chunk. When the first block is too large, the
-      heading shares the first piece; when the first block fits alone but not after the
-      heading, the heading is a chunk of its own rather than the block being cut.
+    - The heading starts its section's first chunk. When the first block is too large, or
+      fits alone but not after the heading, the heading leads the block's first piece; it is
+      a chunk of its own only when it would take half the chunk.
     - A bold label on a line of its own (``**Deprecated:**``, SQLite's FAQ questions) goes
       with the block after it: a chunk that would end with it ends before it, and it starts
       the next; where the block does not fit after it, the label shares the block's first
-      piece (unlike a heading, it never stands alone).
+      piece (unlike a long heading, it never stands alone).
     - A label at the top level (a paragraph of bold text alone: SQLite's FAQ questions,
       Doxygen's "Public Member Functions") heads a unit, the blocks after it up to the next
       label or heading: the unit starts a chunk, its chunks have the label as the last entry
