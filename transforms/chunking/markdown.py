@@ -489,10 +489,7 @@ class _HeldHeadings:
     before_end: int
     before_members: list[tuple[str, ...]]
     before_path: tuple[str, ...]
-    last: tuple[str, ...] = ()  # the path of the last of them, each below the one before
-
-    def __post_init__(self) -> None:
-        self.last = self.last or self.path
+    last: tuple[str, ...]  # the path of the last of them, each below the one before
 
 
 def _below(path: tuple[str, ...], above: tuple[str, ...]) -> bool:
@@ -643,7 +640,13 @@ class MarkdownChunker(Chunker):
                         # a run of headings restarts at a heading that is not below the one
                         # before it: that one heads nothing and is content (rustdoc's impls)
                         tail = _HeldHeadings(
-                            section.blocks[0].start, sec_end, section.path, end, list(members), path
+                            section.blocks[0].start,
+                            sec_end,
+                            section.path,
+                            end,
+                            list(members),
+                            path,
+                            last=section.path,
                         )
                 end, path, bare_heading = sec_end, merged, False
                 members.append(section.path)

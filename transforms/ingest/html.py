@@ -647,11 +647,11 @@ def _drop_navigation_lines(tree: HtmlElement) -> None:
 
 
 _BUTTON_BAR_BLOCKS_XPATH = XPath("//table[.//a] | //p[.//a]")
-# a bar of bracketed buttons and nothing else: "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top]
-# [Contents] [Index] [ ? ]"
-_BUTTON_BAR = re.compile(
-    r"\s*(?:\[\s*(?:<<?|>>?|Up|Top|Contents|Index|About|\?)\s*\]\s*){2,}", re.IGNORECASE
-)
+# what a Texinfo navigation button says, in brackets: "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top]
+# [Contents] [Index] [ ? ]" (the structural check's navigation pattern uses it too)
+NAVIGATION_BUTTON_WORDS = r"<<?|>>?|Up|Top|Contents|Index|About|\?"
+# a bar of such buttons and nothing else
+_BUTTON_BAR = re.compile(rf"\s*(?:\[\s*(?:{NAVIGATION_BUTTON_WORDS})\s*\]\s*){{2,}}", re.IGNORECASE)
 
 
 def _drop_button_bars(tree: HtmlElement) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
-from transforms.ingest.html import SITE_IN_PARENTHESES, SITE_SEPARATORS
+from transforms.ingest.html import NAVIGATION_BUTTON_WORDS, SITE_IN_PARENTHESES, SITE_SEPARATORS
 
 __all__ = ["KINDS", "Violation", "check_page", "generator_of"]
 
@@ -57,7 +57,7 @@ _NAVIGATION = re.compile(
     r"|\b(?:previous|prev)\s*\|\s*next\b|\bnext\s*\|\s*(?:previous|prev)\b"
     r"|\bindex\s*\|?\s*(?:modules\s*\|\s*)?next\s*\|"
     # Texinfo's button bar (texi2html, texi2any): "[ << ] [ < ] [ Up ] [ > ] [ >> ] [Top]"
-    r"|(?:\[ *(?:<<?|>>?|Up|Top|Contents|Index|About|\?) *\][ \t|]*){2,}",
+    rf"|(?:\[ *(?:{NAVIGATION_BUTTON_WORDS}) *\][ \t|]*){{2,}}",
     re.IGNORECASE | re.MULTILINE,
 )
 
