@@ -383,3 +383,39 @@ def test_a_django_section_with_a_boilerplate_word_in_its_anchor_is_kept():
     assert "### Adding extra message tags\n" in text
     assert "extra_tags='dragonball')" in text
     assert _violations("django32-ref-contrib-messages.html.gz") == []
+
+
+def test_footnotes_are_text_of_the_page():
+    # Sphinx 5.3's directives page: docutils writes its four footnotes as
+    # `<aside class="footnote brackets">` in an `<aside class="footnote-list">`, and trafilatura
+    # drops every <aside> before it extracts
+    html = _html("sphinx53-usage-restructuredtext-directives.html.gz")
+    text = html_to_markdown(html).text
+    # Before: none of the four was in the text
+    assert "\n\n[1] The LaTeX writer only refers the `maxdepth` option of first toctree" in text
+    assert "\n\n[2] A note on available globbing syntax: you can use the standard shell" in text
+    assert "[3] There is a standard `.. include` directive, but it raises errors" in text
+    assert "\n\n[4] For most builders name and format are the same." in text
+    assert "(1,2)" not in text  # the links back to where a footnote is cited
+    assert _violations("sphinx53-usage-restructuredtext-directives.html.gz") == []
+
+
+def test_a_citation_is_text_and_a_contents_topic_is_not():
+    words = " ".join(f"word{i}" for i in range(80))
+    page = (
+        "<html><head><title>Guide</title></head><body><main><h1>Guide</h1>"
+        '<aside class="topic contents" id="contents"><p class="topic-title">Contents</p>'
+        '<ul><li><a href="#setup">Setup</a></li><li><a href="#usage">Usage</a></li></ul>'
+        "</aside>"
+        f'<section id="setup"><h2>Setup</h2><p>As in <a href="#knu84">[KNU84]</a>, {words}.</p>'
+        f'</section><section id="usage"><h2>Usage</h2><p>Run it. {words}.</p>'
+        '<div role="list" class="citation-list">'
+        '<aside class="citation" id="knu84" role="doc-biblioentry">'
+        '<span class="label"><span class="fn-bracket">[</span>KNU84<span class="fn-bracket">]'
+        '</span></span><span class="backrefs">(<a role="doc-backlink" href="#id1">1</a>)</span>'
+        "<p>Donald E. Knuth, The TeXbook, Addison-Wesley, 1984.</p></aside></div>"
+        "</section></main></body></html>"
+    )
+    text = html_to_markdown(page).text
+    assert text.endswith("\n\n[KNU84] Donald E. Knuth, The TeXbook, Addison-Wesley, 1984.")
+    assert "- Setup" not in text and "Contents" not in text

@@ -150,6 +150,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _definition_term_links_as_text(tree)
     _return_arrows_as_text(tree)
     _summaries_as_blocks(tree)
+    _notes_as_blocks(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
@@ -869,6 +870,41 @@ def _summaries_as_blocks(tree: HtmlElement) -> None:
             summary.drop_tree()  # keeps its tail
             continue
         summary.tag = "div"
+
+
+# docutils 0.18+ writes footnotes and citations as <aside> (`aside.footnote` in an
+# `aside.footnote-list`, `aside.citation`), which trafilatura drops wholesale
+# (settings.MANUALLY_CLEANED) with every other aside. A topic (`aside.topic`: the "Contents"
+# directive, a local table of contents) is navigation and stays an aside; a sidebar
+# (`aside.sidebar`) is left to trafilatura, whose class test takes a site's sidebar for chrome.
+_NOTE_CLASSES = ("footnote", "footnote-list", "citation", "citation-list")
+_NOTES_XPATH = XPath(
+    "//aside["
+    + " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in _NOTE_CLASSES)
+    + "]"
+)
+_BACKREFS_XPATH = XPath("./span[@class='backrefs']")
+_LABEL_XPATH = XPath("./span[@class='label']")
+
+
+def _notes_as_blocks(tree: HtmlElement) -> None:
+    """A page's footnotes and citations as blocks of its text, not asides.
+
+    Their text is the page's (a footnote's explanation, a citation's reference), its label
+    (``[1]``) opening its first paragraph; only the list of links back to where a footnote is
+    cited (``(1,2,3)``) goes, as it points at the page itself.
+    """
+    for aside in _NOTES_XPATH(tree):
+        for backrefs in _BACKREFS_XPATH(aside):
+            backrefs.drop_tree()  # keeps its tail
+        labels = _LABEL_XPATH(aside)
+        paragraphs = aside.xpath("./p")
+        if labels and paragraphs:  # "[1]" opens the note's text, as the page shows it
+            label = " ".join(labels[0].text_content().split())
+            labels[0].drop_tree()
+            first = paragraphs[0]
+            first.text = f"{label} {first.text or ''}"
+        aside.tag = "div"
 
 
 _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
