@@ -532,6 +532,29 @@ def test_a_bold_label_goes_with_the_block_after_it(cl100k) -> None:
     assert large[chunks[1].start :].startswith(f"{label}\n\nv0 v1")
 
 
+def test_labels_of_nothing_are_content_not_chunks(cl100k) -> None:
+    # SQLite's lang_transaction.html: each statement's syntax diagram is an image, so the
+    # labels above them are all that is left of the section
+    labels = "**begin-stmt:**\n\n**commit-stmt:**\n\n**rollback-stmt:**"
+    text = f"# 1. Transaction Control Syntax\n\n{labels}\n\n# 2. Transactions\n\n{words(30)}\n"
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    # Before: "# 1. ... **begin-stmt:**" and "**commit-stmt:**" were chunks of their own (5
+    # tokens: "How do I commit the current transaction?" ranked the second first), the third
+    # label led the next section's chunk
+    assert [(c.start, c.end) for c in chunks] == [(0, len(text) - 1)]
+    # the labels head nothing: the chunk is named by the section whose content it holds
+    assert chunks[0].section_path == ("2. Transactions",)
+    # a label whose blocks are definitions heads them (Texinfo's "**Arguments**"): its unit
+    # still starts a chunk, named by it
+    options = "\n".join(f"- `-{c}`\n: {words(12, c)}" for c in "abc")
+    text = f"## Invoking gettext\n\n{words(30)}\n\n**Arguments**\n\n{options}\n"
+    chunks = MarkdownChunker(cl100k, 100).chunk(text)
+    check_invariants(cl100k, text, chunks, 100)
+    assert text[chunks[1].start :].startswith("**Arguments**\n\n- `-a`")
+    assert chunks[1].section_path[:2] == ("Invoking gettext", "Arguments")
+
+
 def test_chunks_inside_a_section_keep_its_path_after_a_small_lead_went_on_into_it(cl100k) -> None:
     paragraphs = "\n\n".join(
         f"NOTIFY sends a notification event. {words(40, f'p{i}')}" for i in range(4)

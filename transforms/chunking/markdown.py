@@ -356,6 +356,11 @@ def markdown_sections(text: str) -> list[Section]:
                 sections.append(Section((*(t for _, t in stack), name), fresh=True))
             sections[-1].blocks.append(Block(start, end, kind, label=label))
     add_gap(len(text))
+    for section in sections:
+        if len(section.blocks) == 1 and section.blocks[0].label:
+            # a label of nothing (SQLite's "**commit-stmt:**" above a syntax diagram, an
+            # image): no unit to start a chunk, it is content of the chunk it falls in
+            section.fresh = False
     sections = [d for s in sections for d in _definition_sections(text, s, env)]
     return [_with_item_ranges(text, s) for s in sections if s.blocks]
 
@@ -478,6 +483,12 @@ def _heading_only(section: Section) -> bool:
     return len(section.blocks) == 1 and section.blocks[0].heading
 
 
+def _label_only(section: Section) -> bool:
+    """A label of nothing: another label or a heading follows it (a label whose blocks are
+    definitions is alone in its section too, but heads them: it starts a chunk)."""
+    return len(section.blocks) == 1 and section.blocks[0].label and not section.fresh
+
+
 @dataclass
 class _HeldHeadings:
     """Heading-only sections at the open chunk's end, each below the one before: their span
@@ -545,7 +556,9 @@ class MarkdownChunker(Chunker):
       Doxygen's "Public Member Functions") heads a unit, the blocks after it up to the next
       label or heading: the unit starts a chunk, its chunks have the label as the last entry
       of their path (so the header names the question every piece of its answer answers), and
-      a small tail of one unit does not go on into the next.
+      a small tail of one unit does not go on into the next. A label of nothing (another
+      label or a heading right after it: SQLite's names above syntax diagrams, which are
+      images) heads no unit: it is content of the chunk it falls in, not a chunk of its own.
     """
 
     strategy = "markdown"
@@ -575,7 +588,7 @@ class MarkdownChunker(Chunker):
         # Sections of a heading alone are not named among a chunk's merged sections: their
         # heading is in its text, and what they head is named by the sections after them
         # (Doxygen's "Member Function Documentation" before "make()").
-        heading_only = {s.path for s in sections if _heading_only(s)}
+        heading_only = {s.path for s in sections if _heading_only(s) or _label_only(s)}
 
         def named_path() -> tuple[str, ...]:
             kept = [m for m in members if m not in heading_only]
@@ -626,7 +639,11 @@ class MarkdownChunker(Chunker):
                 and open_is_small()
                 # headings alone go on into what they head, even a block they must then cut
                 and (bare_heading or self._can_carry(doc, start, section))
-                and not (section.blocks[0].label and path != section.path[:-1])
+                and not (
+                    section.blocks[0].label
+                    and not _label_only(section)
+                    and path != section.path[:-1]
+                )
             )
             # a bare heading heads the section it joins: the chunk is that section's
             merged = section.path if carry and bare_heading else common or section.path
