@@ -555,6 +555,58 @@ def test_labels_of_nothing_are_content_not_chunks(cl100k) -> None:
     assert chunks[1].section_path[:2] == ("Invoking gettext", "Arguments")
 
 
+def test_small_label_units_go_on_together(cl100k) -> None:
+    # groff's man pages (gettext's msgattrib(1)): each option a bold name and one line, a
+    # label's unit each; every unit was a chunk of its own (13 tokens on average, 52 of the
+    # zoo's 95 chunks under a tenth of the budget)
+    options = [f"**--option{i}**\n\nkeep {words(5, f'o{i}')} messages" for i in range(12)]
+    text = "# MSGATTRIB\n\n## OPTIONS\n\n" + "\n\n".join(options) + "\n"
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    assert len(chunks) < 6
+    assert all(c.token_count >= 192 // 4 for c in chunks[:-1])
+    # every chunk starts with an option and names those it holds
+    assert all(text[c.start :].startswith("**--option") for c in chunks[1:])
+    assert chunks[1].section_path[:2] == ("MSGATTRIB", "OPTIONS")
+    assert chunks[1].section_path[2].startswith("--option")
+    assert ", --option" in chunks[1].section_path[2]
+    # units that are not small (a FAQ's questions and answers) each start a chunk still
+    faq = "\n\n".join(f"**({i}) Question {i}?**\n\n{words(40, f'a{i}')}" for i in range(3))
+    text = f"# Frequently Asked Questions\n\n{faq}\n"
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    assert [text[c.start :].split("\n", 1)[0] for c in chunks] == [
+        "# Frequently Asked Questions",
+        "**(1) Question 1?**",
+        "**(2) Question 2?**",
+    ]
+    # and a small tail of a unit cut in pieces does not go on into the next unit
+    long_unit = f"**(0) Long?**\n\n{words(120, 'p')}\n\n{words(130, 'q')}\n\n{words(8, 't')}"
+    short, last = f"**(1) Short?**\n\n{words(6, 's')}", f"**(2) Last?**\n\n{words(60, 'z')}"
+    text = f"# FAQ\n\n{long_unit}\n\n{short}\n\n{last}\n"
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    # the tail "t0 ... t7" ends its chunk; the small unit after it opens the next (and, being
+    # small and whole, takes the unit after it)
+    assert text[: chunks[-1].start].rstrip().endswith("t5 t6 t7")
+    assert text[chunks[-1].start :].startswith("**(1) Short?**")
+
+
+def test_a_small_last_chunk_joined_to_the_one_before_keeps_its_sections_names(cl100k) -> None:
+    # groff's man pages end with COPYRIGHT, then SEE ALSO, whose last paragraph follows a bold
+    # label ("**info msgattrib**"): the document's small last chunk joined the chunk before
+    # and the joined chunk was named by SEE ALSO alone
+    text = (
+        f"# MSGATTRIB\n\n## COPYRIGHT\n\n{words(40, 'c')}\n\n## SEE ALSO\n\n"
+        "The full documentation is maintained as a Texinfo manual; the command\n\n"
+        "**info msgattrib**\n\nshould give you access to the complete manual.\n"
+    )
+    chunks = MarkdownChunker(cl100k, 192).chunk(text)
+    check_invariants(cl100k, text, chunks, 192)
+    assert len(chunks) == 1
+    assert chunks[0].section_path == ("MSGATTRIB", "COPYRIGHT, SEE ALSO")
+
+
 def test_chunks_inside_a_section_keep_its_path_after_a_small_lead_went_on_into_it(cl100k) -> None:
     paragraphs = "\n\n".join(
         f"NOTIFY sends a notification event. {words(40, f'p{i}')}" for i in range(4)

@@ -556,9 +556,11 @@ class MarkdownChunker(Chunker):
       Doxygen's "Public Member Functions") heads a unit, the blocks after it up to the next
       label or heading: the unit starts a chunk, its chunks have the label as the last entry
       of their path (so the header names the question every piece of its answer answers), and
-      a small tail of one unit does not go on into the next. A label of nothing (another
-      label or a heading right after it: SQLite's names above syntax diagrams, which are
-      images) heads no unit: it is content of the chunk it falls in, not a chunk of its own.
+      a small tail of one unit does not go on into the next; small whole units (a man page's
+      options, each a bold name and a line) go on together while the chunk is small, as
+      small sections do. A label of nothing (another label or a heading right after it:
+      SQLite's names above syntax diagrams, which are images) heads no unit: it is content
+      of the chunk it falls in, not a chunk of its own.
     """
 
     strategy = "markdown"
@@ -589,6 +591,8 @@ class MarkdownChunker(Chunker):
         # heading is in its text, and what they head is named by the sections after them
         # (Doxygen's "Member Function Documentation" before "make()").
         heading_only = {s.path for s in sections if _heading_only(s) or _label_only(s)}
+        # where each section starts: an open chunk that starts at one holds whole sections
+        section_starts = {s.blocks[0].start for s in sections}
 
         def named_path() -> tuple[str, ...]:
             kept = [m for m in members if m not in heading_only]
@@ -601,9 +605,13 @@ class MarkdownChunker(Chunker):
                     return below.pop()
             return named
 
+        # the path and member sections each chunk was closed with, by its index in `out`
+        closed: dict[int, tuple[tuple[str, ...], list[tuple[str, ...]]]] = {}
+
         def close() -> None:
             nonlocal start, members, path
             if start >= 0:
+                closed[len(out)] = (path, list(members))
                 out.append(self._span(doc, start, end, named_path()))
             start = -1
             members = [current]
@@ -647,7 +655,17 @@ class MarkdownChunker(Chunker):
             )
             # a bare heading heads the section it joins: the chunk is that section's
             merged = section.path if carry and bare_heading else common or section.path
-            if section.fresh and not carry:
+            # a small label unit (a man page's option: a bold name and a line) goes whole into
+            # an open chunk of whole small units, as a small section goes on into the next;
+            # a larger unit, or one after a piece of the unit before, starts a chunk
+            small_unit = (
+                section.blocks[0].label
+                and len(section.blocks) > 1
+                and start in section_starts
+                and len(common) == len(section.path) - 1
+                and open_is_small()
+            )
+            if section.fresh and not carry and not small_unit:
                 common = ()  # a definition too large: its first piece starts a chunk
             if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
                 if _heading_only(section):
@@ -746,7 +764,13 @@ class MarkdownChunker(Chunker):
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
             last = out.pop()
-            start, path = last.start, common_prefix(last.section_path, path) or last.section_path
+            if len(out) in closed:  # named by the sections of both
+                last_path, last_members = closed[len(out)]
+                path = common_prefix(last_path, path) or last_path
+                members = [*last_members, *members]
+            else:
+                path = common_prefix(last.section_path, path) or last.section_path
+            start = last.start
         close()
         return out
 
