@@ -44,10 +44,21 @@ def test_every_faq_question_heads_its_answer_one_line_or_two():
     wrapped = text.replace("when I compile SQLite. Isn't", "when I compile SQLite.\nIsn't")
     assert wrapped != text
     assert question in [s.path[-1] for s in markdown_sections(wrapped) if s.fresh]
+    shared = []
     for chunk in chunks:
-        # a question starts its chunk, never ends one
+        # a question never ends a chunk: it starts its chunk, or, when the question and
+        # answer before it are small (under a quarter of the budget), follows them whole in
+        # a chunk that holds its whole answer too
         for m in QUESTION.finditer(chunk.text):
-            assert m.start() == 0 or chunk.chunk_index == 0, chunk.text[:80]
+            if m.start() == 0 or chunk.chunk_index == 0:
+                continue
+            shared.append(int(m.group(1)))
+            unit = next(s for s in units if s.path[-1].startswith(f"({m.group(1)}) "))
+            answer = text[unit.blocks[1].start : unit.blocks[-1].end]
+            assert answer in chunk.text, chunk.text[:80]
+            first = QUESTION.match(chunk.text)
+            assert first is not None and int(first.group(1)) == int(m.group(1)) - 1
+    assert shared == [9]  # "(8) ... limits?" is answered by a link: "See limits.html ..."
 
 
 def test_an_answer_s_every_chunk_is_headed_by_its_question():
