@@ -365,6 +365,9 @@ def markdown_documents(draw: st.DrawFn) -> str:
         ),
         st.just(f"[ref]: https://example.com/{len(passage)}"),
         st.just(passage),
+        # bold labels alone on their line: a unit's head (a FAQ question, a man page's
+        # option), or a label of nothing when a label or heading follows
+        (_word | st.from_regex(r"--?[a-z][a-z-]{0,12}", fullmatch=True)).map(lambda w: f"**{w}**"),
         # definitions as the HTML extraction writes them (a term, ": " and its description,
         # nested ones indented): units the chunker keeps whole or cuts with the term in path
         st.lists(
