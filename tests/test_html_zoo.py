@@ -419,3 +419,26 @@ def test_a_citation_is_text_and_a_contents_topic_is_not():
     text = html_to_markdown(page).text
     assert text.endswith("\n\n[KNU84] Donald E. Knuth, The TeXbook, Addison-Wesley, 1984.")
     assert "- Setup" not in text and "Contents" not in text
+
+
+def test_a_field_list_whose_types_are_links_is_kept():
+    # Click 8.1's parameters page (the evaluation's click corpus): each type of a "Parameters"
+    # field is a link, so to trafilatura's link-density test the list was a link list
+    html = _html("click81-parameters.html.gz")
+    text = html_to_markdown(html).text
+    # Before: Choice's field list was gone, label and all
+    assert (
+        "  - Parameters\n  :\n    - **case_sensitive** (*bool*) – Set to false to make choices "
+        "case insensitive. Defaults to true.\n    - **choices** (*Sequence[str]*) –"
+    ) in text
+    assert "- **path_type** (*Optional[Type]*) – Convert the incoming path value" in text
+    assert _violations("click81-parameters.html.gz") == []
+    # a field list's links go; other links of the page are left to trafilatura
+    page = (
+        "<html><head><title>API</title></head><body><main><h1>API</h1>"
+        '<dl class="py function"><dt id="f">f(<em>x</em>)</dt><dd><p>Apply f.</p>'
+        '<dl class="field-list simple"><dt>Parameters</dt><dd><ul class="simple">'
+        '<li><p><strong>x</strong> (<a class="reference external" href="/t#int">'
+        "<em>int</em></a>) – </p></li></ul></dd></dl></dd></dl></main></body></html>"
+    )
+    assert "- **x** (*int*) –" in html_to_markdown(page).text

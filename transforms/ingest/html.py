@@ -148,6 +148,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
     _definition_term_links_as_text(tree)
+    _field_list_links_as_text(tree)
     _return_arrows_as_text(tree)
     _summaries_as_blocks(tree)
     _notes_as_blocks(tree)
@@ -840,6 +841,29 @@ def _definition_term_links_as_text(tree: HtmlElement) -> None:
         if not re.search(r"\w", _plain(term.text_content()).replace(linked, "", 1)):
             continue  # nothing but its link(s)
         for link in links:
+            link.drop_tag()
+
+
+# docutils' field lists: "Parameters", "Returns", "Raises" of an object's description, as a
+# <dl class="field-list"> (HTML5 writer) or a <table class="docutils field-list"> (HTML4)
+_FIELD_LIST_LINKS_XPATH = XPath(
+    "//dl[contains(concat(' ', @class, ' '), ' field-list ')]//a"
+    " | //table[contains(concat(' ', @class, ' '), ' field-list ')]//a"
+)
+
+
+def _field_list_links_as_text(tree: HtmlElement) -> None:
+    """The links of a docutils field list ("Parameters", "Returns", "Raises") as their text.
+
+    Sphinx links each parameter's type to its documentation (``choices (Sequence[str])``: two
+    links), so to trafilatura's link-density test a field list whose items are short is a
+    link list, and it went whole: click's ``Choice`` lost "case_sensitive (bool) - Set to false
+    to make choices case insensitive", 94 of the 362 field items of click's pages. A field
+    list describes its object's parameters and results; its links are cross-references whose
+    text is the description's, and the job keeps no links, only their text.
+    """
+    for link in _FIELD_LIST_LINKS_XPATH(tree):
+        if not _in_navigation(link):
             link.drop_tag()
 
 
