@@ -442,3 +442,22 @@ def test_a_field_list_whose_types_are_links_is_kept():
         "<em>int</em></a>) – </p></li></ul></dd></dl></dd></dl></main></body></html>"
     )
     assert "- **x** (*int*) –" in html_to_markdown(page).text
+
+
+def test_inline_code_inside_inline_code_keeps_its_order():
+    # PostgreSQL 15's SET page: DocBook marks the replaceable part inside the literal,
+    # <code class="literal">SET NAMES <em class="replaceable"><code>value</code></em></code>
+    text = html_to_markdown(_html("postgresql15-sql-set.html.gz")).text
+    # Before: "`SET NAMES` is an alias for `value``SET client_encoding TO` . `value`"
+    assert "`SET NAMES value` is an alias for `SET client_encoding TO value`." in text
+    assert "`SET SCHEMA 'value'` is an alias for `SET search_path TO value`." in text
+    assert _violations("postgresql15-sql-set.html.gz") == []
+    # gtk-doc: a function name in a literal
+    page = (
+        "<html><head><title>Modules</title></head><body><main><h1>Modules</h1>"
+        f"<p>{' '.join(f'word{i}' for i in range(60))}.</p>"
+        '<table><tr><td class="enum_member_description"><p>a module returned an error from its '
+        '<code class="literal"><code class="function">g_module_check_init()</code></code> '
+        "function</p></td></tr></table></main></body></html>"
+    )
+    assert "error from its `g_module_check_init()` function" in html_to_markdown(page).text

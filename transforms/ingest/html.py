@@ -152,6 +152,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _return_arrows_as_text(tree)
     _summaries_as_blocks(tree)
     _notes_as_blocks(tree)
+    _nested_inline_code_as_text(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
     _layout_tables_unwrapped(tree)
@@ -933,6 +934,28 @@ def _notes_as_blocks(tree: HtmlElement) -> None:
 
 _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _INLINE_CODE = ("code", "tt", "kbd", "samp")
+
+
+def _nested_inline_code_as_text(tree: HtmlElement) -> None:
+    """Inline code that holds inline code as one span of its text.
+
+    DocBook marks a command's replaceable part inside its literal (``<code class="literal">SET
+    NAMES <em class="replaceable"><code>value</code></em></code>``), and trafilatura writes
+    the inner code after the outer one's tail: PostgreSQL's SET page read "`SET NAMES` is an
+    alias for `value``SET client_encoding TO` .`value`" (192 such spans on 52 of its
+    reference pages; DocBook's, Texinfo's and gtk-doc's manuals write them too). Markdown has
+    no code inside code, nor emphasis in it: the span becomes its text, in the page's order
+    ("`SET NAMES value` is an alias for `SET client_encoding TO value`.").
+    """
+    for code in list(tree.iter(*_INLINE_CODE)):
+        if not any(d.tag in _INLINE_CODE for d in code.iterdescendants()):
+            continue
+        if any(a.tag == "pre" or a.tag in _INLINE_CODE for a in code.iterancestors()):
+            continue  # in a block of code, or inside the outer span flattened here
+        text = code.text_content()
+        for child in list(code):
+            code.remove(child)  # with its tail: `text` holds it
+        code.text = text
 
 
 def _inline_code_on_one_line(tree: HtmlElement) -> None:
