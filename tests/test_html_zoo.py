@@ -4,10 +4,11 @@
 import gzip
 import os
 
+import lxml.html
 import trafilatura
 
 from transforms.chunking.markdown import headings, markdown_sections
-from transforms.ingest.html import html_to_markdown
+from transforms.ingest.html import _prose_item_links_as_text, html_to_markdown
 from transforms.ingest.structure_check import check_page
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -461,3 +462,41 @@ def test_inline_code_inside_inline_code_keeps_its_order():
         "function</p></td></tr></table></main></body></html>"
     )
     assert "error from its `g_module_check_init()` function" in html_to_markdown(page).text
+
+
+def test_footnotes_written_as_a_definition_list_are_labelled_text():
+    # attrs 22.2's names page: docutils before 0.18 wrote footnotes as <dl class="footnote">,
+    # each label a link back to where it is cited
+    text = html_to_markdown(_html("attrs222-names.html.gz")).text
+    # Before: "- 1\n: We considered ..." (a definition whose term is the label); with the
+    # links of prose items written as text, trafilatura took the list of label links for a
+    # link list and dropped both footnotes
+    assert text.endswith(
+        "\n[1] We considered calling the PyPI package just `attr` too, but the name was "
+        "already taken by an *ostensibly* inactive package on PyPI.\n\n[2] The highly "
+        "readable PEP also explains why *attrs* wasn’t just added to the standard library. "
+        "Don’t believe the myths and rumors."
+    )
+    assert _violations("attrs222-names.html.gz") == []
+
+
+def test_links_in_prose_items_are_text_and_a_menu_stays_links():
+    words = " ".join(f"word{i}" for i in range(60))
+    page = (
+        "<html><head><title>Installation</title></head><body><main><h1>Installation</h1>"
+        f"<p>{words}.</p><h2>Optional dependencies</h2><p>These are detected when installed.</p>"
+        '<ul class="simple"><li><p><a href="https://pypi.org/project/colorama/">Colorama</a>'
+        " provides request log highlighting when using the development server on Windows."
+        '</p></li><li><p><a href="https://pypi.org/project/watchdog/">Watchdog</a> provides a'
+        " faster, more efficient reloader for the development server.</p></li></ul>"
+        '<ul><li><a href="/a">Alpha page</a></li><li><a href="/b">Beta page</a></li></ul>'
+        "</main></body></html>"
+    )
+    text = html_to_markdown(page).text
+    # Before: trafilatura dropped the list: every link under 10 characters, every item short
+    assert "- Colorama provides request log highlighting when using the development" in text
+    assert "- Watchdog provides a faster, more efficient reloader" in text
+    tree = lxml.html.fromstring(page)
+    _prose_item_links_as_text(tree)
+    # items that are their links (a menu, a table of contents) keep them
+    assert [a.text for a in tree.iter("a")] == ["Alpha page", "Beta page"]

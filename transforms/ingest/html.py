@@ -149,6 +149,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _section_paragraph_links_as_text(tree)
     _definition_term_links_as_text(tree)
     _field_list_links_as_text(tree)
+    _prose_item_links_as_text(tree)
     _return_arrows_as_text(tree)
     _summaries_as_blocks(tree)
     _notes_as_blocks(tree)
@@ -868,6 +869,35 @@ def _field_list_links_as_text(tree: HtmlElement) -> None:
             link.drop_tag()
 
 
+# An item is prose, not a link list's entry, when at most this share of its text is links'
+PROSE_ITEM_LINK_SHARE = 1 / 3
+PROSE_ITEM_MIN_CHARS = 40
+
+
+def _prose_item_links_as_text(tree: HtmlElement) -> None:
+    """The links of a list item or description that is prose (``<li>``, ``<dd>``) as their
+    text.
+
+    trafilatura drops an item under 100-300 characters whose links are all short (under 10
+    characters) as a link list's entry, however much text it holds besides them:
+    Werkzeug's optional dependencies ("Colorama provides request log highlighting when using
+    the development server on Windows", "Colorama" a link), git-config(1)'s
+    GIT_CONFIG_NOSYSTEM ("... See git(1) for details"). An item of 40 characters or more
+    whose links hold at most a third of its text is prose with a reference in it; the job
+    keeps no links, only their text. A menu's or a table of contents' entries are mostly
+    link text and stay links.
+    """
+    for item in list(tree.iter("li", "dd")):
+        links = list(item.iter("a"))
+        if not links or _in_navigation(item):
+            continue
+        text = len(_plain(item.text_content()))
+        linked = sum(len(_plain(a.text_content())) for a in links)
+        if text >= PROSE_ITEM_MIN_CHARS and linked <= PROSE_ITEM_LINK_SHARE * text:
+            for link in links:
+                link.drop_tag()
+
+
 # Sphinx's return arrow in a signature (`connect(name) -> int`): a span whose class trafilatura
 # discards as an icon's ("-icon", xpaths.py), taking the arrow with it
 _RETURN_ARROW_XPATH = XPath("//span[contains(concat(' ', @class, ' '), ' sig-return-icon ')]")
@@ -898,13 +928,19 @@ def _summaries_as_blocks(tree: HtmlElement) -> None:
 
 
 # docutils 0.18+ writes footnotes and citations as <aside> (`aside.footnote` in an
-# `aside.footnote-list`, `aside.citation`), which trafilatura drops wholesale
+# `aside.footnote-list`, `aside.citation`; before 0.18 a `dl.footnote` of label and text),
+# which trafilatura drops wholesale
 # (settings.MANUALLY_CLEANED) with every other aside. A topic (`aside.topic`: the "Contents"
 # directive, a local table of contents) is navigation and stays an aside; a sidebar
 # (`aside.sidebar`) is left to trafilatura, whose class test takes a site's sidebar for chrome.
 _NOTE_CLASSES = ("footnote", "footnote-list", "citation", "citation-list")
 _NOTES_XPATH = XPath(
     "//aside["
+    + " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in _NOTE_CLASSES)
+    + "]"
+)
+_NOTE_LISTS_XPATH = XPath(
+    "//dl["
     + " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in _NOTE_CLASSES)
     + "]"
 )
@@ -919,6 +955,19 @@ def _notes_as_blocks(tree: HtmlElement) -> None:
     (``[1]``) opening its first paragraph; only the list of links back to where a footnote is
     cited (``(1,2,3)``) goes, as it points at the page itself.
     """
+    for dl in _NOTE_LISTS_XPATH(tree):
+        # docutils before 0.18: <dl class="footnote"><dt class="label">1</dt><dd>...</dd>, the
+        # label a link back to where the footnote is cited
+        for term in dl.findall("dt"):
+            label = _plain(term.text_content()).strip("[]")
+            body = term.getnext()
+            paragraphs = body.xpath("./p") if body is not None and body.tag == "dd" else []
+            if label and paragraphs:
+                paragraphs[0].text = f"[{label}] {paragraphs[0].text or ''}"
+            term.drop_tree()  # keeps its tail
+        for body in dl.findall("dd"):
+            body.tag = "div"
+        dl.tag = "div"
     for aside in _NOTES_XPATH(tree):
         for backrefs in _BACKREFS_XPATH(aside):
             backrefs.drop_tree()  # keeps its tail

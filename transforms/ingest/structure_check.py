@@ -40,6 +40,8 @@ _NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
 # trafilatura's escapes (xml.py: _escape_inline_specials, _escape_block_start); `\|` in a table
 # row is GFM syntax, not an escape of text
 _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
+# footnote and citation lists (docutils), written as labelled paragraphs, not definitions
+_NOTE_CLASSES = frozenset({"footnote", "citation"})
 # a line's indentation and list or block quote markers: what precedes its content
 # the markers a line's content may follow: list items ("- ", "1. "), block quotes ("> ") and
 # definitions (": ", trafilatura's `<dd>`)
@@ -294,6 +296,12 @@ def check_page(
     )
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
+            continue
+        if item.tag in ("dt", "dd") and _NOTE_CLASSES & set(
+            (item.getparent().get("class") or "").split()
+        ):
+            # docutils' footnotes before 0.18 (<dl class="footnote">): the job writes each as
+            # a paragraph its label opens ("[1] We considered ..."), not as a definition
             continue
         if _plain(item.text_content()) == _plain("".join(item.xpath(".//a//text()"))):
             # a navigation item, all link (MkDocs' "Customizing Your Theme" in its menu),
