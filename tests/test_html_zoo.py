@@ -25,6 +25,14 @@ def _violations(name: str) -> list:
     return check_page(trafilatura.load_html(html), extraction.text, extraction.title)
 
 
+def _page(title: str, body: str) -> str:
+    """A synthetic page: `body` after an <h1> of `title` in <main>."""
+    return (
+        f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>{body}"
+        "</main></body></html>"
+    )
+
+
 def test_rustdoc_items_are_headed_by_their_signatures():
     text = html_to_markdown(_html("rust163-std-io-bytes.html.gz")).text
     found = [h for _, _, h in headings(text)]
@@ -435,12 +443,12 @@ def test_a_field_list_whose_types_are_links_is_kept():
     assert "- **path_type** (*Optional[Type]*) – Convert the incoming path value" in text
     assert _violations("click81-parameters.html.gz") == []
     # a field list's links go; other links of the page are left to trafilatura
-    page = (
-        "<html><head><title>API</title></head><body><main><h1>API</h1>"
+    page = _page(
+        "API",
         '<dl class="py function"><dt id="f">f(<em>x</em>)</dt><dd><p>Apply f.</p>'
         '<dl class="field-list simple"><dt>Parameters</dt><dd><ul class="simple">'
         '<li><p><strong>x</strong> (<a class="reference external" href="/t#int">'
-        "<em>int</em></a>) – </p></li></ul></dd></dl></dd></dl></main></body></html>"
+        "<em>int</em></a>) – </p></li></ul></dd></dl></dd></dl>",
     )
     assert "- **x** (*int*) –" in html_to_markdown(page).text
 
@@ -454,12 +462,12 @@ def test_inline_code_inside_inline_code_keeps_its_order():
     assert "`SET SCHEMA 'value'` is an alias for `SET search_path TO value`." in text
     assert _violations("postgresql15-sql-set.html.gz") == []
     # gtk-doc: a function name in a literal
-    page = (
-        "<html><head><title>Modules</title></head><body><main><h1>Modules</h1>"
+    page = _page(
+        "Modules",
         f"<p>{' '.join(f'word{i}' for i in range(60))}.</p>"
         '<table><tr><td class="enum_member_description"><p>a module returned an error from its '
         '<code class="literal"><code class="function">g_module_check_init()</code></code> '
-        "function</p></td></tr></table></main></body></html>"
+        "function</p></td></tr></table>",
     )
     assert "error from its `g_module_check_init()` function" in html_to_markdown(page).text
 
@@ -482,15 +490,14 @@ def test_footnotes_written_as_a_definition_list_are_labelled_text():
 
 def test_links_in_prose_items_are_text_and_a_menu_stays_links():
     words = " ".join(f"word{i}" for i in range(60))
-    page = (
-        "<html><head><title>Installation</title></head><body><main><h1>Installation</h1>"
+    page = _page(
+        "Installation",
         f"<p>{words}.</p><h2>Optional dependencies</h2><p>These are detected when installed.</p>"
         '<ul class="simple"><li><p><a href="https://pypi.org/project/colorama/">Colorama</a>'
         " provides request log highlighting when using the development server on Windows."
         '</p></li><li><p><a href="https://pypi.org/project/watchdog/">Watchdog</a> provides a'
         " faster, more efficient reloader for the development server.</p></li></ul>"
-        '<ul><li><a href="/a">Alpha page</a></li><li><a href="/b">Beta page</a></li></ul>'
-        "</main></body></html>"
+        '<ul><li><a href="/a">Alpha page</a></li><li><a href="/b">Beta page</a></li></ul>',
     )
     text = html_to_markdown(page).text
     # Before: trafilatura dropped the list: every link under 10 characters, every item short
