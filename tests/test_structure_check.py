@@ -235,3 +235,22 @@ def test_a_table_row_may_be_a_line_of_a_code_block():
     code = "```\nvoid construct(pointer p,\nArgs &&... args)\n```"
     assert _kinds(html, f"{summary}\n\n{code}") == []
     assert _kinds(html, summary) == ["list"]
+
+
+def test_an_item_whose_words_hold_code_is_found_where_it_starts_its_line():
+    # Werkzeug's run_wsgi_app: its "Returns" field reads "tuple in the form `(app_iter, status,
+    # headers)`" in the text, and its words also follow "Return a" in the description; the
+    # field, found only there, was counted glued
+    html = _page(
+        "<dl><dt>run_wsgi_app(app)</dt><dd><p>Return a tuple in the form (app_iter, status, "
+        "headers) of the application output.</p><dl class='field-list'><dt>Returns</dt>"
+        "<dd><p>tuple in the form <code>(app_iter, status, headers)</code></p></dd></dl>"
+        "</dd></dl>"
+    )
+    text = (
+        "- run_wsgi_app(app)\n: Return a tuple in the form (app_iter, status, headers) of the "
+        "application output.\n  - Returns\n  : tuple in the form `(app_iter, status, headers)`"
+    )
+    assert _kinds(html, text) == []
+    glued = text.replace("\n  : tuple in", " tuple in")
+    assert _kinds(html, glued) == ["list"]

@@ -284,9 +284,10 @@ def check_page(
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
 
     # list items, table rows and definition-list entries start a line of their own
-    # emphasis marks out: Sphinx emphasizes each name of a type (`*Union*[*Callable*[...`), and
-    # an item's words are the page's text
-    prose_text = "\n".join(line for _, line in prose).replace("*", "")
+    # emphasis marks and code spans' backticks out: Sphinx emphasizes each name of a type
+    # (`*Union*[*Callable*[...`), a "Returns" field reads "tuple in the form `(app_iter,
+    # status, headers)`", and an item's words are the page's text
+    prose_text = "\n".join(line for _, line in prose).replace("*", "").replace("`", "")
     # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
     # in a list item written a row to a line), matched as the row's words; a line of a code
     # block too (Doxygen's declaration, a table of a parameter to a row, is a code block of a
