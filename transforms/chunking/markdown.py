@@ -605,13 +605,13 @@ class MarkdownChunker(Chunker):
                     return below.pop()
             return named
 
-        # the path and member sections each chunk was closed with, by its index in `out`
-        closed: dict[int, tuple[tuple[str, ...], list[tuple[str, ...]]]] = {}
+        # the last chunk `close` wrote: its index in `out`, its path and member sections
+        closed: tuple[int, tuple[str, ...], list[tuple[str, ...]]] | None = None
 
         def close() -> None:
-            nonlocal start, members, path
+            nonlocal start, members, path, closed
             if start >= 0:
-                closed[len(out)] = (path, list(members))
+                closed = (len(out), path, list(members))
                 out.append(self._span(doc, start, end, named_path()))
             start = -1
             members = [current]
@@ -764,8 +764,8 @@ class MarkdownChunker(Chunker):
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
             last = out.pop()
-            if len(out) in closed:  # named by the sections of both
-                last_path, last_members = closed[len(out)]
+            if closed is not None and closed[0] == len(out):  # named by the sections of both
+                _, last_path, last_members = closed
                 path = common_prefix(last_path, path) or last_path
                 members = [*last_members, *members]
             else:

@@ -933,17 +933,10 @@ def _summaries_as_blocks(tree: HtmlElement) -> None:
 # (settings.MANUALLY_CLEANED) with every other aside. A topic (`aside.topic`: the "Contents"
 # directive, a local table of contents) is navigation and stays an aside; a sidebar
 # (`aside.sidebar`) is left to trafilatura, whose class test takes a site's sidebar for chrome.
-_NOTE_CLASSES = ("footnote", "footnote-list", "citation", "citation-list")
-_NOTES_XPATH = XPath(
-    "//aside["
-    + " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in _NOTE_CLASSES)
-    + "]"
-)
-_NOTE_LISTS_XPATH = XPath(
-    "//dl["
-    + " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in _NOTE_CLASSES)
-    + "]"
-)
+NOTE_CLASSES = ("footnote", "footnote-list", "citation", "citation-list")
+_IS_NOTE = " or ".join(f"contains(concat(' ', @class, ' '), ' {c} ')" for c in NOTE_CLASSES)
+_NOTES_XPATH = XPath(f"//aside[{_IS_NOTE}]")
+_NOTE_LISTS_XPATH = XPath(f"//dl[{_IS_NOTE}]")
 _BACKREFS_XPATH = XPath("./span[@class='backrefs']")
 _LABEL_XPATH = XPath("./span[@class='label']")
 
@@ -974,7 +967,7 @@ def _notes_as_blocks(tree: HtmlElement) -> None:
         labels = _LABEL_XPATH(aside)
         paragraphs = aside.xpath("./p")
         if labels and paragraphs:  # "[1]" opens the note's text, as the page shows it
-            label = " ".join(labels[0].text_content().split())
+            label = _plain(labels[0].text_content())
             labels[0].drop_tree()
             first = paragraphs[0]
             first.text = f"{label} {first.text or ''}"

@@ -29,7 +29,12 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
-from transforms.ingest.html import NAVIGATION_BUTTON_WORDS, SITE_IN_PARENTHESES, SITE_SEPARATORS
+from transforms.ingest.html import (
+    NAVIGATION_BUTTON_WORDS,
+    NOTE_CLASSES,
+    SITE_IN_PARENTHESES,
+    SITE_SEPARATORS,
+)
 
 __all__ = ["KINDS", "Violation", "check_page", "generator_of"]
 
@@ -40,8 +45,6 @@ _NOT_HEADING_PARENTS = frozenset({"pre", "code", "table"})
 # trafilatura's escapes (xml.py: _escape_inline_specials, _escape_block_start); `\|` in a table
 # row is GFM syntax, not an escape of text
 _ESCAPE = re.compile(r"\\([*_`~\[\]<>#+!-])")
-# footnote and citation lists (docutils), written as labelled paragraphs, not definitions
-_NOTE_CLASSES = frozenset({"footnote", "citation"})
 # a line's indentation and list or block quote markers: what precedes its content
 # the markers a line's content may follow: list items ("- ", "1. "), block quotes ("> ") and
 # definitions (": ", trafilatura's `<dd>`)
@@ -298,7 +301,7 @@ def check_page(
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
             continue
-        if item.tag in ("dt", "dd") and _NOTE_CLASSES & set(
+        if item.tag in ("dt", "dd") and set(NOTE_CLASSES) & set(
             (item.getparent().get("class") or "").split()
         ):
             # docutils' footnotes before 0.18 (<dl class="footnote">): the job writes each as
