@@ -137,7 +137,7 @@ def test_the_guarantees_quote_the_demo_run(readme, golden):
     m = _find(r"cut \((\d+) of (\d+) pairs on\s+`samples/`\)", readme)
     assert (int(m[1]), int(m[2])) == _pairs(golden, "markdown")
     m = _find(
-        r"(\d+)\s+fragments under 10% of `--chunk_size` among the (\d+) of `samples/`", readme
+        r"(\d+)\s+fragments? under 10% of `--chunk_size` among the (\d+) of `samples/`", readme
     )
     fragments = sum(row[8] < FRAGMENT_FRACTION * DEMO_CHUNK_SIZE for row in golden["chunks"])
     assert (int(m[1]), int(m[2])) == (fragments, len(golden["chunks"]))

@@ -133,12 +133,28 @@ def test_small_chunk_leads_the_first_piece_of_a_large_block(cl100k) -> None:
 
 
 def test_small_chunk_stays_alone_rather_than_cut_a_block_that_fits(cl100k) -> None:
-    section_b = f"## B\n\n{words(29)}"
-    text = f"## A\n\nshort\n\n{section_b}\n"
-    assert cl100k.count(section_b) <= 64 < cl100k.count(text)
+    section_z, section_b = f"## Z\n\n{words(30, 'z')}", f"## B\n\n{words(29)}"
+    text = f"{section_z}\n\n## A\n\nshort\n\n{section_b}\n"
+    assert cl100k.count(section_b) <= 64 < cl100k.count(f"## A\n\nshort\n\n{section_b}")
+    assert cl100k.count(f"{section_z}\n\n## A\n\nshort") > 64
     chunks = MarkdownChunker(cl100k, 64).chunk(text)
     check_invariants(cl100k, text, chunks, 64)
-    assert [text[c.start : c.end] for c in chunks] == ["## A\n\nshort", section_b]
+    assert [text[c.start : c.end] for c in chunks] == [section_z, "## A\n\nshort", section_b]
+
+
+def test_small_document_lead_leads_the_first_piece_of_a_block_that_fits_alone(cl100k) -> None:
+    """The document's first chunk, a title and its purpose line, does not stand alone: it
+    leads the first piece of the block after it even where that block fits a chunk alone
+    (PostgreSQL's 13-token "CREATE TRIGGER — define a new trigger" before its synopsis)."""
+    title = "# CREATE TRIGGER\n\nCREATE TRIGGER — define a new trigger"
+    synopsis = "## Synopsis\n\n```\n" + "\n".join(f"CREATE TRIGGER t{i} ON x" for i in range(7))
+    text = f"{title}\n\n{synopsis}\n```\n\n## Description\n\n{words(20)}\n"
+    assert cl100k.count(synopsis + "\n```") <= 64 < cl100k.count(f"{title}\n\n{synopsis}\n```")
+    chunks = MarkdownChunker(cl100k, 64, 8).chunk(text)
+    check_invariants(cl100k, text, chunks, 64)
+    first = text[chunks[0].start : chunks[0].end]
+    assert first.startswith(title) and "CREATE TRIGGER t0 ON x" in first
+    assert all(c.token_count > 20 for c in chunks)
 
 
 def test_small_last_chunk_joins_the_one_before(cl100k) -> None:
@@ -258,7 +274,7 @@ def test_a_heading_leads_a_block_that_fits_alone_but_not_with_it(cl100k, kind: s
         lines.append(line)
     block = "\n".join(lines)
     block = f"```\n{block}\n```" if kind == "code" else block
-    text = f"# Events\n\nIntro.\n\n{heading}\n\n{block}\n"
+    text = f"# Events\n\nIntro: {words(12)}.\n\n{heading}\n\n{block}\n"  # not a small lead
     assert cl100k.count(block) <= size < cl100k.count(f"{heading}\n\n{block}")
     chunks = MarkdownChunker(cl100k, size).chunk(text)
     check_invariants(cl100k, text, chunks, size)

@@ -534,7 +534,10 @@ class MarkdownChunker(Chunker):
       the lead of the section's first piece when that section's first block is too large.
       The chunk's path is the common prefix, else (or for a bare heading) the next section's.
       It stays alone only where joining would cut a block that fits whole; headings alone
-      join even then, leading the block's first piece. The document's small last chunk joins
+      join even then, leading the block's first piece, and so does the document's small
+      first chunk (a title and its purpose line: PostgreSQL's 13-token "CREATE TRIGGER —
+      define a new trigger" stood alone before its synopsis and outranked the page's
+      Description). The document's small last chunk joins
       the chunk before it when that has room.
     - No chunk ends with a heading whose section holds nothing else and whose content starts
       the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
@@ -639,6 +642,9 @@ class MarkdownChunker(Chunker):
             leaves_unit = bool(open_unit) and start >= 0 and section.path[: len(parent)] != parent
             if leaves_unit:
                 common = ()
+            # the document's first chunk, small (a title and its purpose line): like headings
+            # alone, it goes on into what follows even where it must cut a block that fits
+            doc_lead = not out and start >= 0 and open_is_small()
             # A small chunk (a title and its one-line purpose, a section's short tail) goes on
             # into the next section instead of standing alone without the substance.
             # (but not from one label's unit into the next: the tail keeps its own label)
@@ -646,7 +652,7 @@ class MarkdownChunker(Chunker):
                 not leaves_unit
                 and open_is_small()
                 # headings alone go on into what they head, even a block they must then cut
-                and (bare_heading or self._can_carry(doc, start, section))
+                and (bare_heading or doc_lead or self._can_carry(doc, start, section))
                 and not (
                     section.blocks[0].label
                     and not _label_only(section)
@@ -710,6 +716,9 @@ class MarkdownChunker(Chunker):
             current = section.path
             open_unit = section.unit
             path = merged if carry else section.path
+            # the document's lead carried into this section: it leads the first piece of a
+            # block that fits only alone, as a bare heading does (headings after it keep it so)
+            leading = carry and doc_lead and not bare_heading
             # the open chunk's last unit when it is a label: its start, its end and the end
             # of the chunk before it
             label: tuple[int, int, int] | None = None
@@ -723,6 +732,7 @@ class MarkdownChunker(Chunker):
                         label = (unit.start, unit.end, end) if unit.label else None
                         # a heading after headings alone: the chunk still holds only headings
                         bare_heading = bare_heading and unit.heading
+                        leading = leading and unit.heading
                         end, opened_by_label = unit.end, False
                         continue
                     labelled = label is not None or (opened_by_label and start >= 0)
@@ -737,17 +747,21 @@ class MarkdownChunker(Chunker):
                             end, bare_heading = unit.end, False
                             continue
                     opened_by_label = False
+                    leading_piece = leading
+                    leading = False
                     # a heading alone does not stand alone: like a label, it heads the first
                     # piece of a block that fits a chunk alone but not with it ("## Synopsis"
                     # and a 155-token synopsis were a chunk of one heading, the question's
                     # words, and a chunk without them)
-                    heading_alone = bare_heading and start >= 0 and not unit.heading
+                    heading_alone = (
+                        (bare_heading or leading_piece) and start >= 0 and not unit.heading
+                    )
                     if self._fits(doc, unit.start, unit.end) and not (labelled or heading_alone):
                         close()
                         start, end, bare_heading = unit.start, unit.end, unit.heading
                         opened_by_label = unit.label
                         continue
-                    small_lead = bare_heading or open_is_small()
+                    small_lead = bare_heading or leading_piece or open_is_small()
                     lead = (start, end) if start >= 0 and small_lead else None
                     if lead is None:
                         close()
