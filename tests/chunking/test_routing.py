@@ -96,6 +96,30 @@ def test_model_guard_splits_what_the_model_would_truncate():
     assert all(code[c.start_char : c.end_char] == c.text for c in chunks)
 
 
+def test_model_guard_cuts_a_chunk_into_even_pieces():
+    """A chunk a little over the model's word pieces is cut into pieces of about the same size,
+    not one full piece and a tail of a few words (gettext's manual: a 156-token paragraph of
+    quoted format directives became 151 tokens and "const/volatile qualifier.")."""
+    model = resolve_model_path("default")
+    wp = make_tokenizer(f"hf:{model}")
+    budget = 128 - 2 - 16
+    sentences, text = [], ""
+    while wp.count(text) <= budget + budget // 8:  # over the budget by an eighth
+        sentences.append(f"The flag `x_{len(sentences)}_someOption` is set.")
+        text = " ".join(sentences)
+    config = ChunkingConfig(
+        budget=TokenBudget(
+            chunk_size=400, header_reserve=8, model_tokenizer=model, model_max_tokens=128
+        ),
+        strategies={"markdown": "markdown"},
+    )
+    chunks = DocumentChunker(config).chunk_document(doc(text, "markdown"))
+    counts = [wp.count(c.text) for c in chunks]
+    assert len(chunks) == 2 and all(n <= budget for n in counts)
+    assert min(counts) >= max(counts) // 2, counts
+    assert " ".join(c.text for c in chunks) == text
+
+
 def test_chunk_ids_are_stable_and_config_bound():
     a = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64), config_fingerprint="one"))
     b = DocumentChunker(ChunkingConfig(budget=TokenBudget(chunk_size=64), config_fingerprint="two"))

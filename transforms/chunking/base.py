@@ -177,6 +177,7 @@ class Chunker(abc.ABC):
                 len(piece),
                 limit.budget,
                 lambda s, e, piece=piece: model.count(piece[s:e]),
+                balanced=True,
             )
             for s, e, _ in pieces:
                 count = self.tokenizer.count(piece[s:e])

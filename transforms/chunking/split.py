@@ -330,27 +330,56 @@ def fit(
     limit: int,
     count: Callable[[int, int], int],
     trim_span: Callable[[str, int, int], tuple[int, int]] = trim,
+    balanced: bool = False,
 ) -> list[tuple[int, int, int]]:
     """Pieces (start, end, count) tiling doc.text[start:end], each with `count(s, e) <= limit`.
 
     `doc` is the text as the tokenizer that the limit is in tokenized it, and `count` the exact
     count that must hold (a piece encoded alone), which the derived count only approximates at
     cuts inside a word. The text is split with `recursive_split` at `limit`, then with a budget
-    a sixteenth lower each time until every trimmed piece passes `count`.
+    a sixteenth lower each time until every trimmed piece passes `count`. `balanced`: then
+    with the smallest budget that gives no more pieces, so that they are of even size.
     """
     budget = limit
     while True:
         check_deadline()
-        pieces = []
-        for s, e in recursive_split(doc, start, end, budget):
-            s, e = trim_span(doc.text, s, e)
-            if s < e:
-                pieces.append((s, e, count(s, e)))
+        pieces = _pieces_at(doc, start, end, budget, count, trim_span)
         if all(c <= limit for _, _, c in pieces):
-            return pieces
+            break
         if budget <= 1:  # unreachable for limits of MIN_CHUNK_SIZE and more; never loop forever
             raise ValueError(f"cannot fit text[{start}:{end}] into {limit} tokens")
         budget -= max(1, budget // 16)
+    if not balanced or len(pieces) < 2:
+        return pieces
+    # As even as the separators allow: the smallest budget that still gives as many pieces
+    # (greedy packing at the limit leaves a tail of a few tokens: "const/volatile
+    # qualifier." after a 151-token piece)
+    lo, hi = -(-doc.count(start, end) // len(pieces)), budget - 1
+    while lo <= hi:
+        check_deadline()
+        mid = (lo + hi) // 2
+        trial = _pieces_at(doc, start, end, mid, count, trim_span)
+        if len(trial) == len(pieces) and all(c <= limit for _, _, c in trial):
+            pieces, hi = trial, mid - 1
+        else:
+            lo = mid + 1
+    return pieces
+
+
+def _pieces_at(
+    doc: TokenizedText,
+    start: int,
+    end: int,
+    budget: int,
+    count: Callable[[int, int], int],
+    trim_span: Callable[[str, int, int], tuple[int, int]],
+) -> list[tuple[int, int, int]]:
+    pieces = []
+    for s, e in recursive_split(doc, start, end, budget):
+        s, e = trim_span(doc.text, s, e)
+        if s < e:
+            pieces.append((s, e, count(s, e)))
+    return pieces
 
 
 def longest_prefix(
