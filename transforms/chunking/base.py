@@ -166,18 +166,21 @@ class Chunker(abc.ABC):
             return spans
         model = limit.tokenizer
         out: list[ChunkSpan] = []
-        for span in spans:
+        for i, span in enumerate(spans):
             piece = doc.text[span.start : span.end]
             if model.count(piece) <= limit.budget:
                 out.append(span)
                 continue
+            # the pieces even where the last would be a small tail, unless the next span
+            # (overlapping code) holds that tail and it is dropped
+            after = spans[i + 1].start - span.start if i + 1 < len(spans) else len(piece)
             pieces = fit(
                 model.tokenize(piece),
                 0,
                 len(piece),
                 limit.budget,
                 lambda s, e, piece=piece: model.count(piece[s:e]),
-                balanced=True,
+                balanced=lambda s, e, after=after: s < after,
             )
             for s, e, _ in pieces:
                 count = self.tokenizer.count(piece[s:e])

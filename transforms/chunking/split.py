@@ -330,15 +330,16 @@ def fit(
     limit: int,
     count: Callable[[int, int], int],
     trim_span: Callable[[str, int, int], tuple[int, int]] = trim,
-    balanced: bool = False,
+    balanced: Callable[[int, int], bool] = lambda s, e: False,
 ) -> list[tuple[int, int, int]]:
     """Pieces (start, end, count) tiling doc.text[start:end], each with `count(s, e) <= limit`.
 
     `doc` is the text as the tokenizer that the limit is in tokenized it, and `count` the exact
     count that must hold (a piece encoded alone), which the derived count only approximates at
     cuts inside a word. The text is split with `recursive_split` at `limit`, then with a budget
-    a sixteenth lower each time until every trimmed piece passes `count`. `balanced`: then
-    with the smallest budget that gives no more pieces, so that they are of even size.
+    a sixteenth lower each time until every trimmed piece passes `count`. Where the last piece
+    is under a quarter of `limit` and `balanced(start, end)` of it says so, then with the
+    smallest budget that gives no more pieces, so that they are of even size.
     """
     budget = limit
     while True:
@@ -349,11 +350,11 @@ def fit(
         if budget <= 1:  # unreachable for limits of MIN_CHUNK_SIZE and more; never loop forever
             raise ValueError(f"cannot fit text[{start}:{end}] into {limit} tokens")
         budget -= max(1, budget // 16)
-    if not balanced or len(pieces) < 2:
+    if len(pieces) < 2 or pieces[-1][2] >= limit // 4 or not balanced(*pieces[-1][:2]):
         return pieces
-    # As even as the separators allow: the smallest budget that still gives as many pieces
-    # (greedy packing at the limit leaves a tail of a few tokens: "const/volatile
-    # qualifier." after a 151-token piece)
+    # A small tail (greedy packing at the limit leaves a few words: "const/volatile
+    # qualifier." after a 151-token piece): the pieces as even as the separators allow, with
+    # the smallest budget that still gives as many
     lo, hi = -(-doc.count(start, end) // len(pieces)), budget - 1
     while lo <= hi:
         check_deadline()
