@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transforms.chunking.recursive import RecursiveChunker
-from transforms.chunking.split import recursive_split, sentence_starts
+from transforms.chunking.split import WORD, even_split, recursive_split, sentence_starts
 from transforms.chunking.tokens import TiktokenTokenizer
 
 TOK = TiktokenTokenizer("cl100k_base")
@@ -101,6 +101,24 @@ def test_segments_tile_the_range():
     assert segments[0][0] == 0 and segments[-1][1] == len(PROSE)
     assert all(a[1] == b[0] for a, b in itertools.pairwise(segments))
     assert all(doc.count(s, e) <= 50 for s, e in segments)
+
+
+@pytest.mark.parametrize("words", [44, 47, 90])
+def test_even_split_leaves_no_small_tail(words):
+    """Greedy packing of a run just over the limit leaves a tail of a word or two; even_split
+    gives the same number of segments of about the same size, tiling the same range."""
+    text = " ".join(f"w{i}" for i in range(words))
+    doc = TOK.tokenize(text)
+    greedy = recursive_split(doc, 0, len(text), 40, WORD)
+    even = even_split(doc, 0, len(text), 40, WORD)
+    assert len(even) == len(greedy) and even[0][0] == 0 and even[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(even))
+    counts = [doc.count(s, e) for s, e in even]
+    assert max(counts) <= 40
+    if doc.count(*greedy[-1]) < 10:  # a small tail: evened
+        assert min(counts) >= max(counts) - 4, counts
+    else:
+        assert even == greedy
 
 
 def test_line_cut_never_lands_before_the_period_of_a_token_spanning_blank_line():

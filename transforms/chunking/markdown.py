@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
-from transforms.chunking.split import LINE, check_deadline, recursive_split, with_overlap
+from transforms.chunking.split import (
+    LINE,
+    check_deadline,
+    even_split,
+    recursive_split,
+    with_overlap,
+)
 from transforms.chunking.tokens import TokenizedText
 from transforms.ingest.definitions import Definition, definitions
 
@@ -878,9 +884,7 @@ class MarkdownChunker(Chunker):
         while i < n:
             j = min(int(np.searchsorted(hi, lo[i] + limit, side="right")) - 1, n)
             if j <= i:  # one line over the budget: cut inside it
-                segments.extend(
-                    recursive_split(doc, int(points[i]), int(points[i + 1]), limit, LINE)
-                )
+                segments.extend(even_split(doc, int(points[i]), int(points[i + 1]), limit, LINE))
                 i += 1
             else:
                 segments.append((int(points[i]), int(points[j])))

@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import numpy as np
 
@@ -353,18 +354,47 @@ def fit(
     if len(pieces) < 2 or pieces[-1][2] >= limit // 4 or not balanced(*pieces[-1][:2]):
         return pieces
     # A small tail (greedy packing at the limit leaves a few words: "const/volatile
-    # qualifier." after a 151-token piece): the pieces as even as the separators allow, with
-    # the smallest budget that still gives as many
-    lo, hi = -(-doc.count(start, end) // len(pieces)), budget - 1
+    # qualifier." after a 151-token piece): the pieces as even as the separators allow
+
+    def trial(b: int) -> list[tuple[int, int, int]] | None:
+        found = _pieces_at(doc, start, end, b, count, trim_span)
+        return found if all(c <= limit for _, _, c in found) else None
+
+    return _evened(pieces, -(-doc.count(start, end) // len(pieces)), budget - 1, trial)
+
+
+_P = TypeVar("_P")
+
+
+def _evened(
+    pieces: list[_P], lo: int, hi: int, split: Callable[[int], list[_P] | None]
+) -> list[_P]:
+    """`split(budget)` at the smallest budget in [lo, hi] that still gives as many pieces as
+    `pieces` (None: that budget fails), else `pieces`: a greedy split made as even as its
+    separators allow."""
+    n = len(pieces)
     while lo <= hi:
         check_deadline()
         mid = (lo + hi) // 2
-        trial = _pieces_at(doc, start, end, mid, count, trim_span)
-        if len(trial) == len(pieces) and all(c <= limit for _, _, c in trial):
+        trial = split(mid)
+        if trial is not None and len(trial) == n:
             pieces, hi = trial, mid - 1
         else:
             lo = mid + 1
     return pieces
+
+
+def even_split(
+    doc: TokenizedText, start: int, end: int, limit: int, level: int = PARAGRAPH
+) -> list[tuple[int, int]]:
+    """`recursive_split`, but where its last segment is under a quarter of `limit`, the segments
+    as even as the separators allow (a row of PostgreSQL's table of window functions, one line
+    over the budget, was cut into 107 tokens and a tail of 23)."""
+    segments = recursive_split(doc, start, end, limit, level)
+    if len(segments) < 2 or doc.count(*segments[-1]) >= limit // 4:
+        return segments
+    lo = -(-doc.count(start, end) // len(segments))
+    return _evened(segments, lo, limit - 1, lambda b: recursive_split(doc, start, end, b, level))
 
 
 def _pieces_at(
