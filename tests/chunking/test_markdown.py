@@ -157,6 +157,33 @@ def test_small_document_lead_leads_the_first_piece_of_a_block_that_fits_alone(cl
     assert all(c.token_count > 20 for c in chunks)
 
 
+def test_document_opening_goes_on_with_the_first_paragraphs_of_the_next_section(cl100k) -> None:
+    """The document's first chunk (a title, its purpose line and a synopsis) goes on with the
+    heading and first paragraphs of the next section while they fit, as LangChain's first
+    chunk does: the Description's first sentence (what the page is for) shares the chunk of
+    the title and purpose line. Later sections still start their own chunk."""
+    title = "# ALTER THING\n\nALTER THING — change the definition of a thing"
+    synopsis = "## Synopsis\n\n```\nALTER THING name RENAME TO new_name\n```"
+    first = "`ALTER THING` changes the definition of a thing."
+    text = (
+        f"{title}\n\n{synopsis}\n\n## Description\n\n{first}\n\n{words(30)}\n\n"
+        f"{words(30, 'v')}\n\n## Parameters\n\n{words(12, 'p')}\n\n{words(40, 'q')}\n\n"
+        f"## Notes\n\n{words(30, 'n')}\n"
+    )
+    chunks = MarkdownChunker(cl100k, 80, 8).chunk(text)
+    check_invariants(cl100k, text, chunks, 80)
+    opening = text[chunks[0].start : chunks[0].end]
+    assert opening.startswith(title) and opening.endswith(first)
+    assert chunks[0].section_path == ("ALTER THING", "Synopsis, Description")
+    # the rest of the Description is named by it; Parameters is not cut to fill a chunk
+    assert text[chunks[1].start :].startswith(words(30)) and chunks[1].section_path == (
+        "ALTER THING",
+        "Description",
+    )
+    assert any(text[c.start :].startswith("## Parameters") for c in chunks)
+    assert not any("## Parameters" in text[c.start + 1 : c.end] for c in chunks)
+
+
 def test_small_last_chunk_joins_the_one_before(cl100k) -> None:
     text = f"## A\n\n{words(15)}\n\n## B\n\n{words(15, 'v')}\n\n## C\n\nlast words\n"
     chunks = MarkdownChunker(cl100k, 80).chunk(text)

@@ -545,6 +545,13 @@ class MarkdownChunker(Chunker):
       define a new trigger" stood alone before its synopsis and outranked the page's
       Description). The document's small last chunk joins
       the chunk before it when that has room.
+    - The document's first chunk, not small (a title, its purpose line and a synopsis that
+      fit together), goes on with the heading and first blocks of the next section while
+      they fit, as a section that fits whole would: a reference page's opening (a man
+      page's NAME and SYNOPSIS, PostgreSQL's synopsis) shares a chunk with the first
+      paragraph of its description, which says what the page is for. The rest of that
+      section starts the next chunk under its own heading; later sections are not cut to
+      fill a chunk.
     - No chunk ends with a heading whose section holds nothing else and whose content starts
       the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
       Function Documentation" before the members): the chunk ends before it and it goes on
@@ -715,13 +722,23 @@ class MarkdownChunker(Chunker):
                 tail, open_unit = None, ()
                 queue.append(section)
                 continue
-            if not carry:
+            # the document's first chunk (a title, its purpose, a synopsis) goes on with the
+            # opening of the next section, its heading and first block, where they fit
+            fill = (
+                not carry
+                and not out
+                and start >= 0
+                and bool(common)
+                and not section.fresh
+                and self._can_fill(doc, start, section)
+            )
+            if not carry and not fill:
                 close()
                 members = []
             members.append(section.path)
             current = section.path
             open_unit = section.unit
-            path = merged if carry else section.path
+            path = merged if carry else common if fill else section.path
             # the document's lead carried into this section: it leads the first piece of a
             # block that fits only alone, as a bare heading does (headings after it keep it so)
             leading = carry and doc_lead and not bare_heading
@@ -803,6 +820,12 @@ class MarkdownChunker(Chunker):
         if first.parts and not self._fits(doc, first.start, first.end):
             first = Block(*first.parts[0], PROSE)
         return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
+
+    def _can_fill(self, doc: TokenizedText, start: int, section: Section) -> bool:
+        """Whether the chunk from `start` can take `section`'s heading and first block."""
+        blocks = section.blocks
+        first = blocks[1] if blocks[0].heading and len(blocks) > 1 else blocks[0]
+        return self._fits(doc, start, first.end)
 
     def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
         """Drop surrounding whitespace but keep the first line's indentation (it is syntax)."""
