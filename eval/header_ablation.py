@@ -98,7 +98,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     from transforms.chunking.markdown import definition_terms
     from transforms.chunking.tokens import make_tokenizer
     from transforms.context.config import PATH_SEPARATOR
-    from transforms.context.path import HeaderFitter, entry_items
+    from transforms.context.path import HeaderFitter, entry_items, text_opens_with_title
     from transforms.cost_report import report_of
     from transforms.embedding.onnx_model import load_encoder
     from transforms.token_budget import TokenBudget
@@ -120,6 +120,7 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     documents = source.read_table("documents", ["doc_id", "text"]).to_pylist()
     terms = {d["doc_id"]: frozenset(definition_terms(d["text"] or "")) for d in documents}
     checked = keep == job_parts(config)  # the run's own header rebuilt: it must be the job's
+    opening = config.get("config_version", 0) >= 40  # as the job did
     started = time.time()
     contexts, texts, mismatched = [], [], 0
     for row in rows:
@@ -130,6 +131,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"],
                              terms.get(row["doc_id"], frozenset()))  # fmt: skip
         header = ablated_header(parts, keep)
+        if opening and text_opens_with_title(row["text"], row["title"], row["doc_type"]):
+            header = ""  # the page's opening goes without a header (config_version 40)
         fitted = fitter.fit_path(
             [tuple(entry_items(e)) for e in header.split(PATH_SEPARATOR)], "", row["text"],
             max_header_tokens=config["context_max_tokens"]

@@ -138,7 +138,8 @@ class ChunkCorpusOptions(PipelineOptions):
             choices=["none", "path", "llm"],
             help="Contextual header before each chunk: none, path (file name, title and "
             "section path, e.g. 'sql-vacuum.html > VACUUM > Description'; --header_folders "
-            "adds folders), or llm (one line written by a chat model). Default path.",
+            "adds folders; a chunk that starts with its page's title heading goes without "
+            "one), or llm (one line written by a chat model). Default path.",
         )
         g.add_argument(
             "--context_max_tokens",

@@ -45,7 +45,7 @@ from transforms.context import (
     table_line,
     without_parameters,
 )
-from transforms.context.path import entry_items
+from transforms.context.path import entry_items, opens_with_title
 from transforms.context.stage import _with_header, path_contexts
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
@@ -438,6 +438,41 @@ def test_the_job_s_header_is_the_evaluation_s_no_folder_header(
     assert job_parts({}) == set(PARTS) and job_parts({"header_folders": 1}) is None
     old_folders = 2 if doc_type == "code" else 1
     assert path_header(chunk, old_folders) == ablated_header(parts, set(PARTS))
+
+
+class _Tally(Counts):
+    def __init__(self) -> None:
+        self.tally: dict[str, int] = {}
+
+    def stat(self, name: str, n: int = 1) -> None:
+        self.tally[name] = self.tally.get(name, 0) + n
+
+
+def test_the_page_s_opening_goes_without_a_header() -> None:
+    """A chunk whose text starts with its document's title as a heading (the page's opening:
+    title, purpose line, synopsis) is embedded as it is; the page's other chunks, and a chunk
+    that starts with another heading, keep theirs; code and table pieces are not openings."""
+    fields = {"source": PROSE_SOURCE, "doc_type": "html", "title": "VACUUM"}
+    opening = make_chunk(
+        "# VACUUM\n\nVACUUM — garbage-collect and optionally analyze a database",
+        section_path=("VACUUM", "Synopsis, Description"),
+        **fields,
+    )
+    notes = make_chunk("## Notes\n\nTo use VACUUM...", 1, section_path=("VACUUM", "Notes"), **fields)
+    other = make_chunk("# VACUUM FULL\n\nRewrites the table.", 2, section_path=("VACUUM",), **fields)
+    assert opens_with_title(opening) and not opens_with_title(notes)
+    assert not opens_with_title(other)
+    assert opens_with_title(dataclasses.replace(opening, title="vacuum ", text="## VACUUM ##\nx"))
+    assert not opens_with_title(dataclasses.replace(opening, doc_type="code"))
+    assert not opens_with_title(dataclasses.replace(opening, table_header="| a | b |"))
+    assert not opens_with_title(dataclasses.replace(opening, title=None))
+    counts = _Tally()
+    fitter = HeaderFitter.for_budget(TokenBudget(chunk_size=64))
+    out = list(path_contexts([opening, notes, other], ContextConfig("path"), fitter, counts))
+    assert (out[0].context, out[0].context_source) == (None, None)
+    assert out[1].context == "sql-vacuum.html > VACUUM > Notes"
+    assert out[2].context == "sql-vacuum.html > VACUUM"
+    assert counts.tally["context_self_titled"] == 1 and counts.tally["context_headers"] == 2
 
 
 def test_fit_header_keeps_a_header_that_fits_and_cuts_one_that_does_not(cl100k) -> None:

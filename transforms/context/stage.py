@@ -17,7 +17,13 @@ from schemas.records import Chunk, content_hash
 from transforms.chunking.split import ChunkTimeout, time_limit
 from transforms.context.config import ContextConfig
 from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
-from transforms.context.path import FittedHeader, HeaderFitter, path_parts, table_line
+from transforms.context.path import (
+    FittedHeader,
+    HeaderFitter,
+    opens_with_title,
+    path_parts,
+    table_line,
+)
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
 
@@ -46,6 +52,9 @@ def _with_header(
 def _path_context(
     chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
 ) -> Chunk:
+    if opens_with_title(chunk):  # the page's opening names itself: no header
+        counts.stat("context_self_titled")
+        return dataclasses.replace(chunk, context=None, context_source=None)
     fitted = fitter.fit_path(
         path_parts(chunk, config.header_folders),
         table_line(chunk),
