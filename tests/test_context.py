@@ -458,8 +458,12 @@ def test_the_page_s_opening_goes_without_a_header() -> None:
         section_path=("VACUUM", "Synopsis, Description"),
         **fields,
     )
-    notes = make_chunk("## Notes\n\nTo use VACUUM...", 1, section_path=("VACUUM", "Notes"), **fields)
-    other = make_chunk("# VACUUM FULL\n\nRewrites the table.", 2, section_path=("VACUUM",), **fields)
+    notes = make_chunk(
+        "## Notes\n\nTo use VACUUM...", 1, section_path=("VACUUM", "Notes"), **fields
+    )
+    other = make_chunk(
+        "# VACUUM FULL\n\nRewrites the table.", 2, section_path=("VACUUM",), **fields
+    )
     assert opens_with_title(opening) and not opens_with_title(notes)
     assert not opens_with_title(other)
     assert opens_with_title(dataclasses.replace(opening, title="vacuum ", text="## VACUUM ##\nx"))

@@ -10,6 +10,7 @@ import pytest
 from tests.golden import assert_matches_golden
 from tests.jobs import run
 from tests.tables import manifest, read_table, report, rows
+from transforms.context.path import text_opens_with_title
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = os.path.join(ROOT, "samples", "*", "*")
@@ -168,7 +169,12 @@ def test_each_type_gets_its_strategy_and_sections(demo):
     assert ("text", "recursive") in strategies
     vacuum = [c for c in chunks if c["source"].endswith("sql-vacuum.html")]
     assert any("Parameters" in c["section_path"] for c in vacuum)
-    assert all(c["context"] for c in chunks)  # --context=path by default
+    # --context=path by default: a header on every chunk but a page's opening (its title
+    # heading first), which names itself
+    openings = [c for c in chunks if text_opens_with_title(c["text"], c["title"], c["doc_type"])]
+    assert openings and all(c["context"] is None for c in openings)
+    assert all(c["context"] for c in chunks if c not in openings)
+    assert vacuum[0]["context"] is None and vacuum[1]["context"].startswith("sql-vacuum.html > ")
 
 
 def test_manifest_is_written_last_and_complete(demo):
