@@ -553,6 +553,20 @@ def test_property_overlap_never_starts_a_chunk_inside_a_line(
         assert starts_at_line_start(source, c) or cl100k.count(line) > size - overlap
 
 
+def test_a_line_that_fits_alone_is_not_cut_where_its_last_token_runs_into_the_newline(
+    cl100k: TiktokenTokenizer,
+) -> None:
+    """In the document, the line's closing quote and the newline are one token ('"\\n'), so
+    the line counts 17 tokens there and 16 alone, as its chunk is counted: it fits a budget
+    of 16 and stays whole (found by the property test above)."""
+    source = 'def _(_):\n    _0a_0_0 = "0\U00011440-"\n'
+    line = source.split("\n")[1]
+    assert cl100k.count(line) == 16
+    chunks = CodeChunker(cl100k, 16).chunk(source, "python")
+    assert [source[c.start : c.end] for c in chunks] == ["def _(_):", line]
+    assert all(tok_count_ok(cl100k, source, c, 16) for c in chunks)
+
+
 def tok_count_ok(tok: TiktokenTokenizer, text: str, c: ChunkSpan, size: int) -> bool:
     return tok.count(text[c.start : c.end]) == c.token_count <= size
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix
 from transforms.chunking.split import LINE, check_deadline, recursive_split
-from transforms.chunking.tokens import TokenizedText
+from transforms.chunking.tokens import TokenizedText, Tokenizer, count_alone
 
 SUPPORTED_LANGUAGES = (
     "python",
@@ -155,7 +155,7 @@ class CodeChunker(Chunker):
         # depend on the b"\n" bytes, which survive any encoding choice.
         src = text.encode("utf-8", "surrogatepass")
         tree = self._parse(src, language)
-        walker = _SyntaxWalker(doc, lines, src, budget)
+        walker = _SyntaxWalker(doc, lines, src, budget, self.tokenizer)
         if tree is None:
             walker.walk_lines(0, lines.n_lines, ())
         else:
@@ -344,8 +344,16 @@ class _SyntaxWalker:
     tile with no structure left is cut at lines.
     """
 
-    def __init__(self, doc: TokenizedText, lines: _Lines, src: bytes, limit: int) -> None:
+    def __init__(
+        self,
+        doc: TokenizedText,
+        lines: _Lines,
+        src: bytes,
+        limit: int,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
         self.doc = doc
+        self.tokenizer = tokenizer
         self.lines = lines
         self.src = src
         self.limit = limit
@@ -434,11 +442,23 @@ class _SyntaxWalker:
             piece_row = r
             if start >= end:
                 continue
-            if _content_count(self.doc, start, end) <= self.limit:
+            if _content_count(self.doc, start, end) <= self.limit or self._fits_alone(start, end):
                 self._emit(start, end, path)
             else:
                 for s, e in recursive_split(self.doc, start, end, self.limit, LINE):
                     self._emit(s, e, path)
+
+    def _fits_alone(self, start: int, end: int) -> bool:
+        """Whether text[start:end], trailing whitespace aside, fits the limit encoded alone,
+        as its chunk is counted (`Chunker.finalize`): a line's last token can run on into the
+        newline in the document (`"\\n`) and count one more there than alone, which must not
+        cut a line that fits inside (found by tests/chunking/test_code.py's property test)."""
+        if self.tokenizer is None:
+            return False
+        stop = end
+        while stop > start and self.doc.text[stop - 1].isspace():
+            stop -= 1
+        return count_alone(self.tokenizer, self.doc, start, stop) <= self.limit
 
     def _emit(self, start: int, end: int, path: tuple[str, ...]) -> None:
         self.pieces.append((start, end, path, self._opens_chunk))
