@@ -131,7 +131,9 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
         parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"],
                              terms.get(row["doc_id"], frozenset()))  # fmt: skip
         header = ablated_header(parts, keep)
-        if opening and text_opens_with_title(row["text"], row["title"], row["doc_type"]):
+        if opening and text_opens_with_title(
+            row["text"], row["title"], row["doc_type"], row["section_path"] or ()
+        ):
             header = ""  # the page's opening goes without a header (config_version 40)
         fitted = fitter.fit_path(
             [tuple(entry_items(e)) for e in header.split(PATH_SEPARATOR)], "", row["text"],

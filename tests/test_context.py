@@ -470,6 +470,20 @@ def test_the_page_s_opening_goes_without_a_header() -> None:
     assert not opens_with_title(dataclasses.replace(opening, doc_type="code"))
     assert not opens_with_title(dataclasses.replace(opening, table_header="| a | b |"))
     assert not opens_with_title(dataclasses.replace(opening, title=None))
+    # the heading as plain text: Sphinx writes a module's name as inline code
+    todo = make_chunk(
+        "# `sphinx.ext.todo` – Support for todo items\n\nModule author: ...",
+        title="sphinx.ext.todo – Support for todo items",
+        section_path=("sphinx.ext.todo – Support for todo items",),
+    )
+    assert opens_with_title(todo)
+    # a heading equal to the title below the chunk's top section, or indented as code, is not
+    # the page's opening
+    install = make_chunk(
+        "## Install\n\nRun it.", title="Install", section_path=("Widget", "Install")
+    )
+    assert not opens_with_title(install)
+    assert not opens_with_title(dataclasses.replace(opening, text="    # VACUUM\n\nx"))
     counts = _Tally()
     fitter = HeaderFitter.for_budget(TokenBudget(chunk_size=64))
     out = list(path_contexts([opening, notes, other], ContextConfig("path"), fitter, counts))

@@ -171,10 +171,17 @@ def test_each_type_gets_its_strategy_and_sections(demo):
     assert any("Parameters" in c["section_path"] for c in vacuum)
     # --context=path by default: a header on every chunk but a page's opening (its title
     # heading first), which names itself
-    openings = [c for c in chunks if text_opens_with_title(c["text"], c["title"], c["doc_type"])]
+    openings = [
+        c
+        for c in chunks
+        if text_opens_with_title(c["text"], c["title"], c["doc_type"], c["section_path"])
+    ]
     assert openings and all(c["context"] is None for c in openings)
     assert all(c["context"] for c in chunks if c not in openings)
     assert vacuum[0]["context"] is None and vacuum[1]["context"].startswith("sql-vacuum.html > ")
+    # a Sphinx title heading with inline code ("# `sphinx.ext.todo` – ...") is the title too
+    todo = [c for c in chunks if c["source"].endswith("sphinx-todo.html")]
+    assert todo[0]["text"].startswith("# `sphinx.ext.todo`") and todo[0]["context"] is None
 
 
 def test_manifest_is_written_last_and_complete(demo):

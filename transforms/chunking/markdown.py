@@ -184,6 +184,11 @@ def _heading_text(source: str, env: dict) -> str:
     return plain or " ".join(source.split())
 
 
+def heading_text(source: str) -> str:
+    """A heading's source (the text after its `#`s) as the plain text a section path holds."""
+    return _heading_text(source, {})
+
+
 def headings(text: str) -> list[tuple[int, int, str]]:
     """(line number, level, plain text) of every heading of `text`, in order."""
     env: dict = {}
@@ -549,9 +554,9 @@ class MarkdownChunker(Chunker):
       fit together), goes on with the heading and first blocks of the next section while
       they fit, as a section that fits whole would: a reference page's opening (a man
       page's NAME and SYNOPSIS, PostgreSQL's synopsis) shares a chunk with the first
-      paragraph of its description, which says what the page is for. The rest of that
-      section starts the next chunk under its own heading; later sections are not cut to
-      fill a chunk.
+      paragraph of its description, which says what the page is for. That section is cut
+      even where it would fit a chunk alone; its rest starts the next chunk, named by it.
+      Later sections are not cut to fill a chunk.
     - No chunk ends with a heading whose section holds nothing else and whose content starts
       the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
       Function Documentation" before the members): the chunk ends before it and it goes on

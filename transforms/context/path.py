@@ -4,7 +4,7 @@ header (a path or an LLM line) to fit the run's token budget in both tokenizers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from schemas.records import CONTEXT_JOINER, Chunk
@@ -136,9 +136,10 @@ _OPENING_HEADING = re.compile(r"#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
 
 
 def opens_with_title(chunk: Chunk) -> bool:
-    """Whether the chunk's text starts with its document's title as a heading: the page's
-    opening ("# ABORT", its purpose line, synopsis and first paragraph), which says itself
-    what a path header would, so it is embedded without one.
+    """Whether the chunk is its page's opening: its text starts with the document's title as
+    a heading, the chunk's top section ("# ABORT", its purpose line, synopsis and first
+    paragraph). Such a chunk says itself what a path header would, so it is embedded
+    without one.
 
     On the evaluation's tune half (docs/evaluation.md, "the opening chunk without a header"),
     the file, title and section names before such a chunk drew the page's later chunks level
@@ -148,18 +149,30 @@ def opens_with_title(chunk: Chunk) -> bool:
     its column line."""
     if chunk.table_header:
         return False
-    return text_opens_with_title(chunk.text, chunk.title, chunk.doc_type)
+    return text_opens_with_title(chunk.text, chunk.title, chunk.doc_type, chunk.section_path)
 
 
-def text_opens_with_title(text: str, title: str | None, doc_type: str) -> bool:
-    """`opens_with_title` on a chunk's fields (the header ablation reads them from Parquet)."""
-    if doc_type == "code" or not title:
+def text_opens_with_title(
+    text: str, title: str | None, doc_type: str, section_path: Sequence[str]
+) -> bool:
+    """`opens_with_title` on a chunk's fields (the header ablation reads them from Parquet).
+    The heading is compared as plain text (`heading_text`: Sphinx's "# `sphinx.ext.todo` –
+    ..." is the title "sphinx.ext.todo – ..."), and must be the chunk's top section, so
+    that a later chunk that starts with a heading equal to the title is not taken for the
+    opening; a line indented as code is no heading."""
+    if doc_type == "code" or not title or not section_path:
         return False
-    m = _OPENING_HEADING.fullmatch(text.lstrip().split("\n", 1)[0])
+    m = _OPENING_HEADING.fullmatch(text.split("\n", 1)[0])
     if m is None:
         return False
-    heading = _clean_heading(m[1])
-    return bool(heading) and _same_heading(heading, _clean_heading(title))
+    from transforms.chunking.markdown import heading_text
+
+    heading = _clean_heading(heading_text(m[1]))
+    return (
+        bool(heading)
+        and _same_heading(heading, _clean_heading(section_path[0]))
+        and _same_heading(heading, _clean_heading(heading_text(title)))
+    )
 
 
 def table_line(chunk: Chunk) -> str:

@@ -52,7 +52,7 @@ def _with_header(
 def _path_context(
     chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
 ) -> Chunk:
-    if opens_with_title(chunk):  # the page's opening names itself: no header
+    if source == "path" and opens_with_title(chunk):  # the page's opening names itself
         counts.stat("context_self_titled")
         return dataclasses.replace(chunk, context=None, context_source=None)
     fitted = fitter.fit_path(
