@@ -455,9 +455,7 @@ class _SyntaxWalker:
         cut a line that fits inside (found by tests/chunking/test_code.py's property test)."""
         if self.tokenizer is None:
             return False
-        stop = end
-        while stop > start and self.doc.text[stop - 1].isspace():
-            stop -= 1
+        stop = _content_end(self.doc.text, start, end)
         return count_alone(self.tokenizer, self.doc, start, stop) <= self.limit
 
     def _emit(self, start: int, end: int, path: tuple[str, ...]) -> None:
@@ -465,16 +463,19 @@ class _SyntaxWalker:
         self._opens_chunk = False
 
 
+def _content_end(text: str, start: int, end: int) -> int:
+    """The end of text[start:end] without its trailing whitespace, which `trim_span` drops."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
 def _content_count(doc: TokenizedText, start: int, end: int) -> int:
     """Tokens of text[start:end] without its trailing whitespace, which `trim_span` drops.
 
     The blank lines after a function must not be what pushes it over the limit.
     """
-    text = doc.text
-    stop = end
-    while stop > start and text[stop - 1].isspace():
-        stop -= 1
-    return doc.count(start, doc.ceil(stop))
+    return doc.count(start, doc.ceil(_content_end(doc.text, start, end)))
 
 
 def _pack(

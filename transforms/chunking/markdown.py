@@ -528,6 +528,12 @@ def _headed_by(section: Section, heading: tuple[str, ...]) -> bool:
     return len(section.path) == len(heading) and not _heading_only(section)
 
 
+def _first_block(section: Section) -> Block:
+    """The section's first block after its heading (the heading when it is alone)."""
+    blocks = section.blocks
+    return blocks[1] if blocks[0].heading and len(blocks) > 1 else blocks[0]
+
+
 class MarkdownChunker(Chunker):
     """Markdown: heading sections, whole blocks (code, tables, list items) packed to the budget.
 
@@ -820,17 +826,14 @@ class MarkdownChunker(Chunker):
         """Whether a small chunk from `start` can go on into `section`: with its heading and
         first block, or as the lead of that block's first piece when the block is too large
         (else it would stand alone with the heading, and the block lose it)."""
-        blocks = section.blocks
-        first = blocks[1] if blocks[0].heading and len(blocks) > 1 else blocks[0]
+        first = _first_block(section)
         if first.parts and not self._fits(doc, first.start, first.end):
             first = Block(*first.parts[0], PROSE)
         return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
 
     def _can_fill(self, doc: TokenizedText, start: int, section: Section) -> bool:
         """Whether the chunk from `start` can take `section`'s heading and first block."""
-        blocks = section.blocks
-        first = blocks[1] if blocks[0].heading and len(blocks) > 1 else blocks[0]
-        return self._fits(doc, start, first.end)
+        return self._fits(doc, start, _first_block(section).end)
 
     def trim_span(self, text: str, start: int, end: int) -> tuple[int, int]:
         """Drop surrounding whitespace but keep the first line's indentation (it is syntax)."""
