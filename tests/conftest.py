@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import beam_specs
+from tests import beam_memo
 from transforms.chunking.tokens import TiktokenTokenizer
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ settings.register_profile("test", max_examples=25, **_NO_SIZE_CHECKS)
 settings.register_profile("fuzz", max_examples=1000, **_NO_SIZE_CHECKS)
 settings.load_profile("test")  # `--hypothesis-profile=fuzz` loads its profile after this
 
-# Beam's DoFn introspection once per DoFn class in this test process (tests/beam_specs.py):
-# about a quarter of the suite's time went to it.
-beam_specs.install()
+# Beam's DoFn introspection and options parsing once per class in this test process
+# (tests/beam_memo.py): about half of a small in-process job's CPU time went to them.
+beam_memo.install()
 
 
 @pytest.fixture(scope="session")
