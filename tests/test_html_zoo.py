@@ -381,6 +381,35 @@ def test_a_django_section_with_a_boilerplate_word_in_its_anchor_is_kept():
     assert "extra_tags='dragonball')" in text
 
 
+def test_a_definition_term_or_prose_item_with_a_boilerplate_word_in_its_id_is_kept():
+    # Sphinx 5.3's configuration page: the terms of the configuration values `author`,
+    # `show_authors` and `html_sidebars` are `<dt id="confval-author">`, and a list item is
+    # `<li id="conf-tags"><p>`: "author", "sidebar" and "tags" are boilerplate words to
+    # trafilatura, which discards list items (dt and li alike) for them
+    text = _checked("sphinx53-usage-configuration.html.gz").text
+    # Before: the terms were gone, each description left under the term before it
+    # ("- project\n: The documented project's name.\n\n: The author name(s)...")
+    assert "\n\n- author\n: The author name(s) of the document." in text
+    assert "\n\n- show_authors\n: A boolean that decides whether `codeauthor`" in text
+    assert "\n\n- html_sidebars\n: Custom sidebar templates, must be a dictionary" in text
+    assert "\n- There is a special object named `tags` available in the config file." in text
+    assert "\n\n: " not in text  # no description without its term
+
+
+def test_a_menu_item_with_a_boilerplate_word_in_its_id_still_goes():
+    words = " ".join(f"word{i}" for i in range(80))
+    page = (
+        "<html><head><title>Guide</title></head><body><main><h1>Guide</h1>"
+        f"<p>{words}.</p>"
+        '<ul><li id="search_menubutton"><a href="/search">Search</a></li>'
+        '<li id="item-tags"><p>Tags are kept per document and listed on its page.</p></li></ul>'
+        "</main></body></html>"
+    )
+    text = html_to_markdown(page).text
+    assert "Search" not in text  # a menu's item: a link, no paragraph
+    assert "- Tags are kept per document and listed on its page." in text
+
+
 def test_footnotes_are_text_of_the_page():
     # Sphinx 5.3's directives page: docutils writes its four footnotes as
     # `<aside class="footnote brackets">` in an `<aside class="footnote-list">`, and trafilatura

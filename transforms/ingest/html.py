@@ -141,7 +141,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _manpage_header_in_content(tree)
     _doxygen_layout_as_text(tree)
     _sections_are_no_containers(tree)
-    _section_anchors_are_no_boilerplate(tree)
+    _anchors_are_no_boilerplate(tree)
     _drop_navigation_lines(tree)
     _drop_button_bars(tree)
     _drop_widgets(tree)
@@ -587,25 +587,44 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
             return  # the container trafilatura takes
 
 
-def _section_anchors_are_no_boilerplate(tree: HtmlElement) -> None:
-    """Take from a section of the content the id that made trafilatura discard it whole.
+def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
+    """Take from a section, a definition's term or a list item of the content the id that made
+    trafilatura discard it whole.
 
-    trafilatura discards, before it extracts, every ``div`` or ``section`` whose id matches
-    its boilerplate words ("tags", "author", "share", "menu", "nav", "related", "footer",
-    "button", "sidebar", "banner"...: a site's ``div#tags``, ``div#author-box``). Sphinx gives a
-    section the id of its heading, so a section whose heading holds such a word went, heading
-    and all: Sphinx's own "Including content based on tags" (the ``only`` directive) and
-    "Using Intersphinx with inventory file under Basic Authorization", a section on template
-    tags or related objects (issue 25: found by listing the zoo's headings that no text
-    holds). A section whose id is its own heading's anchor (`_is_section_of_content`) and that
-    trafilatura would discard for that id loses it; its class or role still count.
+    trafilatura discards, before it extracts, every ``div``, ``section``, ``p``, ``span`` or
+    list item (``li``, ``dt``, ``dd``) whose id matches its boilerplate words ("tags",
+    "author", "share", "menu", "nav", "related", "footer", "button", "sidebar", "banner"...: a
+    site's ``div#tags``, ``div#author-box``). Sphinx gives a section the id of its heading, a
+    definition's term (``dt``) the id of what it defines, and a list item a label's id, so
+    these went, heading, term or item and all: Sphinx's own "Including content based on tags"
+    (the ``only`` directive) and "Using Intersphinx with inventory file under Basic
+    Authorization", a section on template tags or related objects (issue 25: found by listing
+    the zoo's headings that no text holds); the terms of Sphinx's configuration values
+    ``author``, ``show_authors``, ``html_sidebars`` (``dt#confval-author``: the description
+    was left under the term before it) and the item ``li#conf-tags`` of its conf.py page (found
+    by listing the zoo's elements that their id alone discards). These lose the id, their
+    class or role still count:
+
+    - a section whose id is its own heading's anchor (`_is_section_of_content`);
+    - a definition's term: no generator's chrome is a ``dt``;
+    - a list item that holds paragraphs (``<li id=...><p>``), as docutils writes an item of
+      prose; a menu's item holds a link (SQLite's ``li#search_menubutton``), and stays.
     """
-    for section in _ANCHORED_XPATH(tree):
-        if _is_section_of_content(section) and _discarded_for_id(section.tag, section.get("id")):
-            del section.attrib["id"]
+    for element in _ANCHORED_XPATH(tree):
+        tag = element.tag
+        if tag in ("section", "div"):
+            if not _is_section_of_content(element):
+                continue
+            probe = tag
+        elif tag == "dt" or (tag == "li" and element.find("p") is not None):
+            probe = "item"  # what trafilatura's discard sees: it renames li, dt and dd first
+        else:
+            continue
+        if _discarded_for_id(probe, element.get("id")):
+            del element.attrib["id"]
 
 
-_ANCHORED_XPATH = XPath("//section[@id] | //div[@id]")
+_ANCHORED_XPATH = XPath("//section[@id] | //div[@id] | //dt[@id] | //li[@id]")
 
 
 @functools.lru_cache(maxsize=1024)
