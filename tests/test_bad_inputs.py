@@ -271,8 +271,16 @@ def test_the_heading_pattern_is_linear_on_a_long_line():
     assert _ATX_HEADING.search(line).group(1).rstrip() == "a" + " " * 200_000 + "x"
     assert time.perf_counter() - started < 1.0
     assert first_heading("## Title ##\n") == "Title"
-    assert first_heading("# C#\n") == "C"
     assert first_heading("#   \ntext") is None
+
+
+def test_a_heading_s_closing_sequence_is_cut_only_after_a_space():
+    # CommonMark: a closing run of "#" follows a space; "# C#" was titled "C" before
+    assert first_heading("# C#\n") == "C#"
+    assert first_heading("# C# #\n") == "C#"
+    assert first_heading("## F# and C# ##  \n") == "F# and C#"
+    assert first_heading("# Title ##\n") == "Title"
+    assert first_heading("# ##\ntext") is None
 
 
 def test_a_million_spaces_are_cut_and_tiktoken_counts_the_text(cl100k):

@@ -160,8 +160,17 @@ def _where(e: UnicodeDecodeError, data: bytes) -> str:
 
 
 def first_heading(text: str) -> str | None:
+    """The text of the document's first ATX heading, without its closing sequence: a run of
+    "#" after a space (CommonMark's rule), so that "# C#" is titled "C#" and "## Title ##"
+    "Title"."""
     m = _ATX_HEADING.search(text[:20_000])
-    return (m.group(1).rstrip(" \t#").strip() or None) if m else None
+    if not m:
+        return None
+    heading = m.group(1).rstrip(" \t")
+    without_closing = heading.rstrip("#")
+    if not without_closing or without_closing[-1] in " \t":
+        heading = without_closing
+    return heading.strip() or None
 
 
 # A line of one repeated punctuation character: a reST or setext over/underline.
