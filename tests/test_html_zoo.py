@@ -396,18 +396,25 @@ def test_a_definition_term_or_prose_item_with_a_boilerplate_word_in_its_id_is_ke
     assert "\n\n: " not in text  # no description without its term
 
 
-def test_a_menu_item_with_a_boilerplate_word_in_its_id_still_goes():
+def test_a_menu_item_or_an_entry_outside_the_sections_with_a_boilerplate_id_still_goes():
     words = " ".join(f"word{i}" for i in range(80))
     page = (
-        "<html><head><title>Guide</title></head><body><main><h1>Guide</h1>"
-        f"<p>{words}.</p>"
+        "<html><head><title>Guide</title></head><body><main>"
+        f"<section><h1>Guide</h1><p>{words}.</p>"
         '<ul><li id="search_menubutton"><a href="/search">Search</a></li>'
         '<li id="item-tags"><p>Tags are kept per document and listed on its page.</p></li></ul>'
+        '<dl><dt id="opt-sidebar">sidebar</dt><dd id="sidebar-text"><p>Where the sidebar is '
+        "drawn, left or right.</p></dd></dl></section>"
+        '<ul><li id="author-box"><p>About the author: Jane Doe writes about gardening.</p></li>'
+        '<li id="share-this"><p>Share this: Twitter, Facebook</p></li></ul>'
         "</main></body></html>"
     )
     text = html_to_markdown(page).text
     assert "Search" not in text  # a menu's item: a link, no paragraph
     assert "- Tags are kept per document and listed on its page." in text
+    assert "- sidebar\n: Where the sidebar is drawn, left or right." in text
+    # outside the page's sections: a blog's author box and share bar
+    assert "Jane Doe" not in text and "Share this" not in text
 
 
 def test_footnotes_are_text_of_the_page():

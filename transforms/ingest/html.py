@@ -588,27 +588,33 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
 
 
 def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
-    """Take from a section, a definition's term or a list item of the content the id that made
-    trafilatura discard it whole.
+    """Take from a section, or an entry of a list in one, the id that made trafilatura
+    discard it whole.
 
-    trafilatura discards, before it extracts, every ``div``, ``section``, ``p``, ``span`` or
-    list item (``li``, ``dt``, ``dd``) whose id matches its boilerplate words ("tags",
-    "author", "share", "menu", "nav", "related", "footer", "button", "sidebar", "banner"...: a
-    site's ``div#tags``, ``div#author-box``). Sphinx gives a section the id of its heading, a
-    definition's term (``dt``) the id of what it defines, and a list item a label's id, so
-    these went, heading, term or item and all: Sphinx's own "Including content based on tags"
-    (the ``only`` directive) and "Using Intersphinx with inventory file under Basic
-    Authorization", a section on template tags or related objects (issue 25: found by listing
-    the zoo's headings that no text holds); the terms of Sphinx's configuration values
-    ``author``, ``show_authors``, ``html_sidebars`` (``dt#confval-author``: the description
-    was left under the term before it) and the item ``li#conf-tags`` of its conf.py page (found
-    by listing the zoo's elements that their id alone discards). These lose the id, their
+    trafilatura discards, while it extracts, every ``div``, ``section``, ``p`` or ``span``,
+    and every item of a ``ul``, ``ol`` or ``dl`` (``li``, ``dt``, ``dd``, which it renames
+    ``item`` first), whose id matches its boilerplate words ("tags", "author", "share",
+    "menu", "nav", "related", "footer", "button", "sidebar", "banner"...: a site's
+    ``div#tags``, ``div#author-box``). Sphinx gives a section the id of its heading, a
+    definition's term (``dt``) the id of what it defines, and a labelled list item its label,
+    so these went, heading, term or item and all: Sphinx's own "Including content based on
+    tags" (the ``only`` directive) and "Using Intersphinx with inventory file under Basic
+    Authorization", a section on template tags or related objects (issue 25: found by
+    listing the zoo's headings that no text holds); the terms of Sphinx's configuration
+    values ``author``, ``show_authors``, ``html_sidebars`` (``dt#confval-author``: its
+    description was left under the term before it), Python's ``socket.fromshare()`` and
+    ``SSLSocket.shared_ciphers()``, and the item ``li#conf-tags`` of Sphinx's conf.py page
+    (found by listing the elements that their id alone discards). These lose the id; their
     class or role still count:
 
     - a section whose id is its own heading's anchor (`_is_section_of_content`);
-    - a definition's term: no generator's chrome is a ``dt``;
-    - a list item that holds paragraphs (``<li id=...><p>``), as docutils writes an item of
-      prose; a menu's item holds a link (SQLite's ``li#search_menubutton``), and stays.
+    - within a section that opens with a heading (``<section><h1>``, docutils' ``<div
+      class="section">``; Sphinx's page section ``section#module-conf`` has a module's id,
+      no anchor of its heading), a definition's term or description (``dt``, ``dd``), and a
+      list item that holds a paragraph (``<li id=...><p>``, as docutils writes the items of
+      a list that is not compact). An author box, share bar or list of related posts outside
+      the page's sections stays discarded, and so does a menu's item, a link and no paragraph
+      (SQLite's ``li#search_menubutton``).
     """
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
@@ -616,7 +622,9 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
             if not _is_section_of_content(element):
                 continue
             probe = tag
-        elif tag == "dt" or (tag == "li" and element.find("p") is not None):
+        elif (tag in ("dt", "dd") or element.find("p") is not None) and any(
+            _is_headed_section(a) for a in element.iterancestors()
+        ):
             probe = "item"  # what trafilatura's discard sees: it renames li, dt and dd first
         else:
             continue
@@ -624,7 +632,14 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
             del element.attrib["id"]
 
 
-_ANCHORED_XPATH = XPath("//section[@id] | //div[@id] | //dt[@id] | //li[@id]")
+_ANCHORED_XPATH = XPath("//section[@id] | //div[@id] | //dt[@id] | //dd[@id] | //li[@id]")
+
+
+def _is_headed_section(element: HtmlElement) -> bool:
+    """A ``section`` or docutils' ``div.section`` that opens with a heading."""
+    if element.tag == "div" and "section" not in (element.get("class") or "").split():
+        return False
+    return element.tag in ("section", "div") and _opening_heading(element) is not None
 
 
 @functools.lru_cache(maxsize=1024)
