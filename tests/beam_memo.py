@@ -11,12 +11,14 @@ runs were about half of a small job's CPU time.
    belong to its class, or, for the DoFn that wraps a callable (`beam.Map`, `beam.FlatMap`),
    to the callable whose signature Beam reads for `process` (`_argspec_fn`, the user's function
    under Beam's wrapper lambda). The memo keys on the class and that callable; a plain function
-   by its code and defaults, so that the lambdas a pipeline builder makes anew each time hit.
+   whose defaults are plain values by its code and defaults, so that the lambdas a pipeline
+   builder makes anew each time hit.
 
 2. Options views. `PipelineOptions(flags)`, and so every `options.view_as(cls)` (Beam calls it
    for every transform applied, about 500 times a run), builds an argparse parser of the class's
-   options and parses the flags again. The parsed namespace depends on the class and the flags
-   only: the memo keeps a copy per (class, flags) and gives each new view a copy of its own.
+   options and parses the flags again. The parsed namespace depends on the class, the flags
+   and the environment: the memo keeps a copy per (class, flags, environment) and gives each
+   new view a copy of its own.
 
 `test_beam_memo.py` checks both against Beam's own on every DoFn and options class the job
 uses. The job itself (`corpus-chunker`, the benchmarks, the subprocess jobs of the crash tests,
@@ -26,14 +28,17 @@ pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
+import os
 import types
 from collections.abc import Sequence
 from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import userstate
+from apache_beam.typehints.typecheck import AbstractDoFnWrapper
 
 BEAMS_OWN = userstate.get_dofn_specs
 BEAMS_OPTIONS_INIT = PipelineOptions.__init__
@@ -41,10 +46,23 @@ _found: dict[tuple, tuple[set, set]] = {}
 _parsed: dict[tuple, Any] = {}
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain_value(value: Any) -> bool:
+    """A default compared by value without loss: None, a number, a string, or a tuple of
+    them. Beam's own parameters (`DoFn.StateParam(spec)`) compare by their name alone, so
+    two specs of one name but another kind or coder would be equal."""
+    if isinstance(value, tuple):
+        return all(_plain_value(v) for v in value)
+    return type(value) in _PLAIN
+
+
 def _callable_key(fn: Any) -> Any:
     """What Beam's reading of `fn`'s signature depends on: a plain function's code and
-    defaults (unless it carries a signature of its own), a bound method's function (its
-    signature is the function's less the first parameter), any other callable itself."""
+    defaults (unless it carries a signature of its own, or a default that is no plain
+    value: then the function itself), a bound method's function (its signature is the
+    function's less the first parameter), any other callable itself."""
     if isinstance(fn, types.MethodType):
         return ("method", _callable_key(fn.__func__))
     if (
@@ -52,20 +70,37 @@ def _callable_key(fn: Any) -> Any:
         and not hasattr(fn, "__signature__")
         and not hasattr(fn, "__wrapped__")
     ):
+        defaults = fn.__defaults__ or ()
         kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
-        return (fn.__code__, fn.__defaults__, kwdefaults)
+        if _plain_value(defaults) and _plain_value(tuple(v for _, v in kwdefaults)):
+            return (fn.__code__, defaults, kwdefaults)
     return fn
 
 
 def dofn_key(dofn: Any) -> tuple:
-    """The memo's key of `dofn` (hashing it may raise TypeError: then there is none)."""
+    """The memo's key of `dofn` (hashing it may raise TypeError: then there is none). A
+    wrapper that Beam puts around a DoFn (its type checks') is keyed with the DoFn it wraps,
+    whose methods it reads."""
+    if isinstance(dofn, AbstractDoFnWrapper):
+        return (type(dofn), dofn_key(object.__getattribute__(dofn, "dofn")), None)
     fn = getattr(dofn, "_fn", None)
     if fn is None:
         return (type(dofn), None, None)
     argspec_fn = getattr(fn, "_argspec_fn", fn)
-    key = (type(dofn), _callable_key(argspec_fn), getattr(dofn, "_fullargspec", None))
+    key = (type(dofn), _callable_key(argspec_fn), _frozen(getattr(dofn, "_fullargspec", None)))
     hash(key)
     return key
+
+
+def _frozen(argspec: Any) -> Any:
+    """`MapTuple`'s argspec, (names, defaults) in lists, as tuples when it holds plain values
+    only; raises TypeError (no memo) otherwise."""
+    if isinstance(argspec, list | tuple):
+        frozen = tuple(_frozen(v) for v in argspec)
+        return frozen
+    if not _plain_value(argspec):
+        raise TypeError(f"not a plain value: {argspec!r}")
+    return argspec
 
 
 def cached_dofn_specs(dofn: Any) -> tuple[set, set]:
@@ -81,21 +116,27 @@ def cached_dofn_specs(dofn: Any) -> tuple[set, set]:
 
 
 def options_init(self: PipelineOptions, flags: Sequence[str] | None = None, **kwargs: Any) -> None:
-    """`PipelineOptions.__init__` with the flags parsed once per options class and flags.
-    The rest is Beam's own (apache_beam/options/pipeline_options.py, 2.77): the flags kept, the
-    keyword overrides first in `_all_options`, then every option the class's parser knows."""
+    """`PipelineOptions.__init__` with the flags parsed once per options class, flags and
+    environment (a default may come from it: `--beam_services` from BEAM_SERVICE_OVERRIDES).
+    The rest is Beam's own (apache_beam/options/pipeline_options.py, 2.77): the flags kept,
+    the keyword overrides first in `_all_options`, then every option the class's parser
+    knows. What a class's parser reads besides (module state, a `type=` function's side
+    effects) is taken as it was at the first parse: none of Beam's or the job's options do
+    either."""
     if not isinstance(flags, (list, tuple)):  # sys.argv, an iterator, or Beam's own error
         BEAMS_OPTIONS_INIT(self, flags, **kwargs)
         return
     try:
-        key = (type(self), tuple(flags))
+        key = (type(self), tuple(flags), frozenset(os.environ.items()))
         parsed = _parsed.get(key)
     except TypeError:  # a flag that is not a string
         BEAMS_OPTIONS_INIT(self, flags, **kwargs)
         return
     if parsed is None:
         BEAMS_OPTIONS_INIT(self, flags, **kwargs)
-        _parsed[key] = copy.deepcopy(self._visible_options)
+        # a value that cannot be copied (an open file): parsed each time
+        with contextlib.suppress(Exception):
+            _parsed[key] = copy.deepcopy(self._visible_options)
         return
     logging.basicConfig()
     self._flags = flags

@@ -84,6 +84,11 @@ def test_a_stateful_dofn_keeps_its_specs_and_a_map_its_callable() -> None:
     again = beam.Map(make(None)).fn  # a new lambda, the same code and defaults
     assert beam_memo.dofn_key(again) == beam_memo.dofn_key(plain)
 
+    def pair():
+        return beam.MapTuple(lambda key, value: value).fn  # its argspec in lists
+
+    assert beam_memo.dofn_key(pair()) == beam_memo.dofn_key(pair())
+
     class Coder:
         def encode(self, value):
             return value
@@ -137,3 +142,66 @@ def test_options_views_are_beams_own_and_their_own() -> None:
     assert PipelineOptions([*flags, "--runner=DirectRunner"]).view_as(StandardOptions).runner == (
         "DirectRunner"
     )
+
+
+def test_specs_of_one_name_but_another_kind_and_wrapped_dofns_are_beams_own() -> None:
+    """Beam's `DoFn.StateParam(spec)` compares by the spec's name alone: two methods whose
+    defaults name `n` with another kind of state are not one key; a DoFn in Beam's type-check
+    wrapper has the specs of the DoFn it wraps."""
+    from apache_beam.coders import StrUtf8Coder, VarIntCoder
+    from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
+    from apache_beam.typehints.typecheck import OutputCheckWrapperDoFn
+
+    def holder(spec):
+        class Holder:
+            def f(self, element, n=beam.DoFn.StateParam(spec)):  # noqa: B008 (Beam's idiom)
+                yield element
+
+        return Holder().f
+
+    one = beam.FlatMap(holder(ReadModifyWriteStateSpec("n", VarIntCoder()))).fn
+    other = beam.FlatMap(holder(BagStateSpec("n", StrUtf8Coder()))).fn
+    for dofn in (one, other):  # the first fills the memo
+        assert beam_memo.cached_dofn_specs(dofn) == beam_memo.BEAMS_OWN(dofn)
+    assert beam_memo.BEAMS_OWN(one) != beam_memo.BEAMS_OWN(other)
+
+    class Counting(beam.DoFn):
+        COUNT = ReadModifyWriteStateSpec("count", VarIntCoder())
+
+        def process(self, element, count=beam.DoFn.StateParam(COUNT)):  # noqa: B008
+            yield element
+
+    class Plain(beam.DoFn):
+        def process(self, element):
+            yield element
+
+    for inner in (Plain(), Counting()):
+        wrapper = OutputCheckWrapperDoFn(inner, "label")
+        assert beam_memo.cached_dofn_specs(wrapper) == beam_memo.BEAMS_OWN(wrapper)
+    assert beam_memo.cached_dofn_specs(wrapper) == ({Counting.COUNT}, set())
+
+
+def test_options_read_from_the_environment_and_uncopyable_values_are_beams_own(
+    monkeypatch, tmp_path
+) -> None:
+    import argparse
+
+    from apache_beam.options.pipeline_options import CrossLanguageOptions
+
+    flags = ["--runner=FnApiRunner"]
+    monkeypatch.delenv("BEAM_SERVICE_OVERRIDES", raising=False)
+    assert CrossLanguageOptions(flags).beam_services == {}
+    monkeypatch.setenv("BEAM_SERVICE_OVERRIDES", '{"t": "localhost:1"}')
+    assert CrossLanguageOptions(flags).beam_services == {"t": "localhost:1"}
+
+    class FileOptions(PipelineOptions):
+        @classmethod
+        def _add_argparse_args(cls, parser) -> None:
+            parser.add_argument("--list_file", type=argparse.FileType("r"))
+
+    listed = tmp_path / "files.txt"
+    listed.write_text("a\n")
+    for _ in range(2):  # an open file cannot be copied: parsed each time, as Beam does
+        options = FileOptions([f"--list_file={listed}"])
+        assert options.list_file.read() == "a\n"
+        options.list_file.close()
