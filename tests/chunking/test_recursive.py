@@ -103,6 +103,22 @@ def test_segments_tile_the_range():
     assert all(doc.count(s, e) <= 50 for s, e in segments)
 
 
+def test_a_long_sentence_s_last_words_pack_on_with_the_sentence_after_it():
+    """A sentence over the limit is split at words; its last words and the short sentence
+    after it share a segment (PostgreSQL's polygon(circle) row: a chunk of "|" alone)."""
+    long = " ".join(f"w{i}" for i in range(70)) + "."
+    text = f"{long} Short one. Another short one.\n\nNext paragraph here."
+    doc = TOK.tokenize(text)
+    segments = recursive_split(doc, 0, len(text), 40)
+    assert segments[0][0] == 0 and segments[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(segments))
+    assert all(doc.count(s, e) <= 40 for s, e in segments)
+    texts = [text[s:e] for s, e in segments]
+    # before: [..., "w60 .. w69. ", "Short one. Another short one.\n\n", "Next paragraph here."]
+    assert texts[-1].startswith(" w60 ") and "w69. Short one. Another short one." in texts[-1]
+    assert len(segments) == 4, texts
+
+
 @pytest.mark.parametrize("words", [44, 47, 90])
 def test_even_split_leaves_no_small_tail(words):
     """Greedy packing of a run just over the limit leaves a tail of a word or two; even_split

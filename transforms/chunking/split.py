@@ -245,7 +245,8 @@ def recursive_split(
     """Non-overlapping segments tiling [start, end), each at most `limit` tokens (derived count).
 
     At each level the text is cut at that level's separators and the pieces are packed
-    greedily up to `limit`; a piece that alone is over `limit` is split at the next level.
+    greedily up to `limit`; a piece that alone is over `limit` is split at the next level,
+    and the last part of that split packs on with the pieces after it.
     """
     if doc.count(start, end) <= limit:
         return [(start, end)]
@@ -265,21 +266,25 @@ def recursive_split(
         return start if k == 0 else end if k == n else cuts.item(k - 1)
 
     out: list[tuple[int, int]] = []
-    i = 0
-    while i < n:
-        here = point(i)
+    # `here` starts the open segment: point(i), or, after a piece over the limit was split,
+    # its last part's start, before point(i); that part packs on with the pieces after it
+    # (a long sentence's last words and the short sentence after it share a segment, not
+    # two: functions-geometry's "|" after a row's words was a chunk of its own)
+    i, here = 0, start
+    while here < end:
         target = doc.tokens_before(here) + limit
         over = doc.boundary_at_token(target + 1)
         if doc.tokens_before(over) <= target or end < over:  # every point left is in reach
             j = n
         else:
             j = int(cuts.searchsorted(over, "left"))
-        if j <= i:
-            out.extend(recursive_split(doc, here, point(i + 1), limit, level + 1))
-            i += 1
-        else:
+        if j > i or (j == i and here < point(i)):
             out.append((here, point(j)))
-            i = j
+            here, i = point(j), j
+        else:  # the piece from point(i) to point(i + 1) is over the limit alone
+            parts = recursive_split(doc, here, point(i + 1), limit, level + 1)
+            out.extend(parts[:-1])
+            here, i = parts[-1][0], i + 1
     return out
 
 
