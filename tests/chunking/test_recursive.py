@@ -114,9 +114,27 @@ def test_a_long_sentence_s_last_words_pack_on_with_the_sentence_after_it():
     assert all(a[1] == b[0] for a, b in itertools.pairwise(segments))
     assert all(doc.count(s, e) <= 40 for s, e in segments)
     texts = [text[s:e] for s, e in segments]
-    # before: [..., "w60 .. w69. ", "Short one. Another short one.\n\n", "Next paragraph here."]
+    # before: [..., " w60 .. w69.", " Short one. Another short one.\n\n", "Next paragraph
+    # here."]; now the last words go on to the end (the paragraph break too)
     assert texts[-1].startswith(" w60 ") and "w69. Short one. Another short one." in texts[-1]
     assert len(segments) == 4, texts
+
+
+@pytest.mark.parametrize(
+    "text,limit", [("。;\r😀\n\n", 1), ("。;\r🌁", 2), ("。;\r𐀀", 3), ("😀", 1)]
+)
+def test_a_character_of_more_tokens_than_the_limit_is_a_segment_of_its_own(text, limit):
+    # the review of the packing above: a range ending in such a character gave an empty last
+    # window, the level above took the character for a part that fits, and one level up the
+    # loop looked past its last point (IndexError)
+    doc = TOK.tokenize(text)
+    for split in (recursive_split, even_split):
+        segments = split(doc, 0, len(text), limit)
+        assert segments[0][0] == 0 and segments[-1][1] == len(text)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(segments))
+        assert all(s < e for s, e in segments)  # no empty segment
+        # over the limit only where one character alone is
+        assert all(doc.count(s, e) <= limit or e == doc.ceil(s + 1) for s, e in segments)
 
 
 @pytest.mark.parametrize("words", [44, 47, 90])

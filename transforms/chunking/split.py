@@ -235,7 +235,8 @@ def token_windows(doc: TokenizedText, start: int, end: int, limit: int) -> list[
             cut = doc.ceil(pos + 1)
         out.append((pos, cut))
         pos = cut
-    out.append((pos, end))
+    if pos < end or not out:  # no empty window after a character over the limit at the end
+        out.append((pos, end))
     return out
 
 
@@ -256,8 +257,8 @@ def recursive_split(
     cuts = candidates(doc, start, end, level)
     if len(cuts) == 0:
         return recursive_split(doc, start, end, limit, level + 1)
-    # Greedy packing over the points start, cuts..., end: from point i, the farthest point j
-    # with tokens_before(j) <= tokens_before(i) + limit, which are the points before the
+    # Greedy packing over the points start, cuts..., end: from `here`, the farthest point j
+    # with tokens_before(j) <= tokens_before(here) + limit, which are the points before the
     # first boundary holding one token more. Scalar lookups on the arrays (the loop runs once
     # a segment): no array of tokens per point, and no list of Python ints (36 bytes each).
     n = len(cuts) + 1
@@ -281,10 +282,14 @@ def recursive_split(
         if j > i or (j == i and here < point(i)):
             out.append((here, point(j)))
             here, i = point(j), j
-        else:  # the piece from point(i) to point(i + 1) is over the limit alone
+        else:  # the piece from `here` (point(i)) to point(i + 1) is over the limit alone
             parts = recursive_split(doc, here, point(i + 1), limit, level + 1)
-            out.extend(parts[:-1])
-            here, i = parts[-1][0], i + 1
+            if doc.count(*parts[-1]) > limit:  # one character over the limit alone: it ends
+                out.extend(parts)
+                here, i = point(i + 1), i + 1
+            else:
+                out.extend(parts[:-1])
+                here, i = parts[-1][0], i + 1
     return out
 
 
