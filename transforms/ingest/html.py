@@ -555,7 +555,7 @@ def _is_section_of_content(element: HtmlElement) -> bool:
     heading = _opening_heading(element)
     if not own or heading is None:
         return False
-    if element.tag == "div" and "section" in (element.get("class") or "").split():
+    if element.tag == "div" and _has_class(element, "section"):
         return True
     slug = _SLUG_SEPARATORS.sub("-", _plain(heading.text_content()).lower()).strip("-")
     return bool(slug) and own == slug
@@ -618,17 +618,18 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
     """
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
-        if tag in ("section", "div"):
-            if not _is_section_of_content(element):
-                continue
-            probe = tag
-        elif (tag in ("dt", "dd") or element.find("p") is not None) and any(
-            _is_headed_section(a) for a in element.iterancestors()
-        ):
-            probe = "item"  # what trafilatura's discard sees: it renames li, dt and dd first
-        else:
+        listed = tag in ("dt", "dd", "li")
+        # what trafilatura's discard sees: it renames li, dt and dd `item` first (the probe is
+        # cached per id: most ids are no boilerplate, and the DOM is not walked for them)
+        if not _discarded_for_id("item" if listed else tag, element.get("id")):
             continue
-        if _discarded_for_id(probe, element.get("id")):
+        if listed:
+            of_content = (tag != "li" or element.find("p") is not None) and any(
+                _is_headed_section(a) for a in element.iterancestors()
+            )
+        else:
+            of_content = _is_section_of_content(element)
+        if of_content:
             del element.attrib["id"]
 
 
@@ -637,9 +638,10 @@ _ANCHORED_XPATH = XPath("//section[@id] | //div[@id] | //dt[@id] | //dd[@id] | /
 
 def _is_headed_section(element: HtmlElement) -> bool:
     """A ``section`` or docutils' ``div.section`` that opens with a heading."""
-    if element.tag == "div" and "section" not in (element.get("class") or "").split():
-        return False
-    return element.tag in ("section", "div") and _opening_heading(element) is not None
+    is_section = element.tag == "section" or (
+        element.tag == "div" and _has_class(element, "section")
+    )
+    return is_section and _opening_heading(element) is not None
 
 
 @functools.lru_cache(maxsize=1024)
