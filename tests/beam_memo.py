@@ -72,7 +72,7 @@ def _callable_key(fn: Any) -> Any:
     ):
         defaults = fn.__defaults__ or ()
         kwdefaults = tuple(sorted((fn.__kwdefaults__ or {}).items()))
-        if _plain_value(defaults) and _plain_value(tuple(v for _, v in kwdefaults)):
+        if _plain_value((defaults, tuple(v for _, v in kwdefaults))):
             return (fn.__code__, defaults, kwdefaults)
     return fn
 
@@ -96,8 +96,7 @@ def _frozen(argspec: Any) -> Any:
     """`MapTuple`'s argspec, (names, defaults) in lists, as tuples when it holds plain values
     only; raises TypeError (no memo) otherwise."""
     if isinstance(argspec, list | tuple):
-        frozen = tuple(_frozen(v) for v in argspec)
-        return frozen
+        return tuple(_frozen(v) for v in argspec)
     if not _plain_value(argspec):
         raise TypeError(f"not a plain value: {argspec!r}")
     return argspec
