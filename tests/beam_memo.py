@@ -21,9 +21,9 @@ runs were about half of a small job's CPU time.
    new view a copy of its own.
 
 `test_beam_memo.py` checks both against Beam's own on every DoFn and options class the job
-uses. The job itself (`corpus-chunker`, the benchmarks, the subprocess jobs of the crash tests,
-the runner tests' worker processes) runs Beam unchanged: each of its processes builds one
-pipeline.
+uses. The job itself (`corpus-chunker`, the benchmarks, the runner tests' worker processes, the
+command-line jobs of the interrupt and bad-input tests) runs Beam unchanged; the crash tests'
+killed jobs (`python -m tests.faults`) install the memos as the test process does.
 """
 
 from __future__ import annotations

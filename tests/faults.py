@@ -16,7 +16,8 @@ And for the steps of the commit, which count no `stat`, a spec names a function 
 
 `injected(monkeypatch, spec)` installs it in this process (an in-process job). A job in its
 own process, to be killed, runs as `python -m tests.faults SPEC JOB_ARGS...`: this module
-installs the spec there, then runs `pipelines.chunk_corpus.main(JOB_ARGS)`. Both patch
+installs the spec there and Beam's memos as the test process has them (tests/beam_memo.py:
+2 s of a small job's 6.6), then runs `pipelines.chunk_corpus.main(JOB_ARGS)`. Both patch
 `transforms.progress.ProgressCounter.inc`, where every `stat` of every stage ends.
 """
 
@@ -123,6 +124,9 @@ def main(argv: list[str]) -> None:
 
         share_botocore_data()  # as in the test process: a run costs its own work
     from pipelines.chunk_corpus import main as job_main
+    from tests import beam_memo
+
+    beam_memo.install()  # the graph and its specs are the in-process runs' (conftest.py)
 
     job_main(job_args)
 
