@@ -355,6 +355,35 @@ def test_a_section_whose_anchor_holds_a_boilerplate_word_is_kept():
     assert text.rstrip().endswith("stripped from the URL when generating the links.")
 
 
+def test_a_section_named_comments_is_kept():
+    # trafilatura, extracting without reader comments, prunes every div or section whose id
+    # starts with "comment"; docutils and texi2any give a section "Comments" that id
+    text = _checked("sphinx53-usage-restructuredtext-basics.html.gz").text
+    # Before: the section was gone, heading, examples and all
+    assert "## Comments\n\nEvery explicit markup block which isn’t a valid markup" in text
+    assert "```\n..\n   This whole indented block\n   is a comment.\n" in text
+    # zsh's manual: `<div class="section" id="Comments">` opens with the node's button bar,
+    # then its heading
+    text = _checked("zsh59-shell-grammar.html.gz").text
+    assert "## 6.7 Comments\n\nIn non-interactive shells, or in interactive shells" in text
+    assert "[ << ]" not in text
+
+
+def test_reader_comments_still_go():
+    words = " ".join(f"word{i}" for i in range(80))
+    page = _page(
+        "A post",
+        f"<p>{words}.</p>"
+        '<div id="comments" class="comments-area"><h2 class="comments-title">2 thoughts on'
+        ' "A post"</h2><ol class="comment-list"><li><p>Great post, thanks!</p></li></ol></div>'
+        f'<section id="comments-2"><h3>Leave a reply</h3><p>Your email is safe. {words}</p>'
+        "</section>",
+    )
+    text = html_to_markdown(page).text
+    assert "word79." in text
+    assert "thoughts" not in text and "Great post" not in text and "Leave a reply" not in text
+
+
 def test_a_boilerplate_block_that_is_no_section_of_content_still_goes():
     words = " ".join(f"word{i}" for i in range(80))
     page = (

@@ -63,6 +63,11 @@ try:  # and those by which it discards an element as boilerplate before extracti
     from trafilatura.xpaths import OVERALL_DISCARD_XPATH as _DISCARD_XPATHS
 except ImportError:  # pragma: no cover - layout of a future trafilatura
     _DISCARD_XPATHS = []
+try:  # and reader comments: extracting without them, it prunes from the page every div or
+    # section whose id starts with "comment" (a Sphinx section "Comments" is `section#comments`)
+    from trafilatura.xpaths import REMOVE_COMMENTS_AND_LISTS_XPATH as _COMMENT_XPATHS
+except ImportError:  # pragma: no cover - layout of a future trafilatura
+    _COMMENT_XPATHS = []
 
 __all__ = ["HtmlExtraction", "HtmlTooDeep", "html_to_markdown"]
 
@@ -140,10 +145,12 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_headerlinks(tree)
     _manpage_header_in_content(tree)
     _doxygen_layout_as_text(tree)
-    _sections_are_no_containers(tree)
-    _anchors_are_no_boilerplate(tree)
+    # navigation first: a section that opens with a button bar (texi2any) opens with its
+    # heading once the bar is gone, which the two after them look for
     _drop_navigation_lines(tree)
     _drop_button_bars(tree)
+    _sections_are_no_containers(tree)
+    _anchors_are_no_boilerplate(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -600,7 +607,10 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
     so these went, heading, term or item and all: Sphinx's own "Including content based on
     tags" (the ``only`` directive) and "Using Intersphinx with inventory file under Basic
     Authorization", a section on template tags or related objects (issue 25: found by
-    listing the zoo's headings that no text holds); the terms of Sphinx's configuration
+    listing the zoo's headings that no text holds), the sections "Comments" of CMake's
+    cmake-language(7), of Sphinx's reStructuredText basics and of the zsh manual's shell
+    grammar (found by listing the page's text blocks that the text does not hold: trafilatura
+    prunes an id starting "comment" as reader comments); the terms of Sphinx's configuration
     values ``author``, ``show_authors``, ``html_sidebars`` (``dt#confval-author``: its
     description was left under the term before it), Python's ``socket.fromshare()`` and
     ``SSLSocket.shared_ciphers()``, and the item ``li#conf-tags`` of Sphinx's conf.py page
@@ -650,7 +660,7 @@ def _discarded_for_id(tag: str, anchor: str) -> bool:
     expressions, run on an element with that id and nothing else."""
     probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
     probe[0].set("id", anchor)
-    return any(expr(probe) for expr in _DISCARD_XPATHS)
+    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS))
 
 
 _NAVIGATION_LINKS_XPATH = XPath(
