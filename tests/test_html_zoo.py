@@ -369,6 +369,27 @@ def test_a_section_named_comments_is_kept():
     assert "[ << ]" not in text
 
 
+def test_text_that_shows_escaped_html_keeps_its_entities():
+    # trafilatura's Markdown ends with html.unescape of text that lxml had unescaped already
+    text = _checked("django32-ref-templates-language.html.gz").text
+    # Before: "This will be escaped: <b>", the opposite of what the page explains, and "`<`
+    # is converted to `<`"
+    assert "```\nThis will be escaped: &lt;b&gt;\nThis will not be escaped: <b>\n```" in text
+    assert "- `<` is converted to `&lt;`\n- `>` is converted to `&gt;`\n" in text
+    assert "- `&` is converted to `&amp;`" in text
+    assert '{{ data|default:"3 &lt; 2" }}' in text
+    # an "&" that starts an entity's name in code: Doxygen's `char *&current` read "¤t"
+    page = _page(
+        "Iterators",
+        "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
+        "<p>Takes <code>const iterator &amp;current</code> and <code>Copy(T &amp;copy)</code>"
+        " from R&amp;D.</p><pre>if (a &amp;&amp; b &amp;&amp; &amp;para != 0)\n</pre>",
+    )
+    text = html_to_markdown(page).text
+    assert "`const iterator &current` and `Copy(T &copy)` from R&D." in text
+    assert "```\nif (a && b && &para != 0)\n```" in text
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

@@ -175,6 +175,8 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("no content container, <body> wrapped in <main>: %s", source)
 
     meta = trafilatura.extract_metadata(tree)  # htmldate works on its own copy
+    title = page_title(tree, meta.title)
+    _ampersands_escaped(tree)  # the tree's text is trafilatura's from here on
     text = trafilatura.extract(
         tree,  # copied by trafilatura before it prunes
         output_format="markdown",
@@ -188,7 +190,6 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     )
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
-    title = page_title(tree, meta.title)
     text = without_escapes(fences_alone(ends_off_fences(definition_terms_inline(text or ""))))
     text = definitions_as_units(text)
     text = title_heading_above_sections(text.strip(), title)
@@ -200,6 +201,22 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         language=meta.language or _declared_language(tree),
         redirect=redirect if len(text) <= MAX_REDIRECT_TEXT_CHARS else None,
     )
+
+
+def _ampersands_escaped(tree: HtmlElement) -> None:
+    """Write every "&" of the page's text as "&amp;", which trafilatura's text output undoes.
+
+    trafilatura's Markdown (`xmltotxt`) ends with `html.unescape` of the text it joined, text
+    that lxml had already unescaped: a page's literal "&lt;b&gt;" (``&amp;lt;b&amp;gt;`` in
+    its HTML) came out as "<b>", and "&copy" or "&para" in code as "©" or "¶". Django's
+    template language page says that `{{ data }}` with `'<b>'` in it gives "This will be
+    escaped: &lt;b&gt;"; the text said "This will be escaped: <b>", the opposite of the page.
+    Found by listing the page blocks the text does not hold (docs/structure.md)."""
+    for element in tree.iter():
+        if element.text and "&" in element.text:
+            element.text = element.text.replace("&", "&amp;")
+        if element.tail and "&" in element.tail:
+            element.tail = element.tail.replace("&", "&amp;")
 
 
 # trafilatura dumps the whole page's text (baseline()) when what it extracted is shorter than
