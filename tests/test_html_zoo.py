@@ -444,6 +444,11 @@ def test_a_definition_term_or_prose_item_with_a_boilerplate_word_in_its_id_is_ke
     assert "\n\n- html_sidebars\n: Custom sidebar templates, must be a dictionary" in text
     assert "\n- There is a special object named `tags` available in the config file." in text
     assert "\n\n: " not in text  # no description without its term
+    # `div.admonition-accelerating-build-speed`: "elated" is a boilerplate word (for
+    # "related") to trafilatura. Before: the note was gone
+    assert "Accelerating build speed" in text
+    assert "Each language (except Japanese) provides its own stemming algorithm." in text
+    assert "- PyStemmer (all languages)" in text
 
 
 def test_a_menu_item_or_an_entry_outside_the_sections_with_a_boilerplate_id_still_goes():

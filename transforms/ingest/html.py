@@ -151,6 +151,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_button_bars(tree)
     _sections_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
+    _admonition_titles_are_no_boilerplate(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -677,6 +678,42 @@ def _discarded_for_id(tag: str, anchor: str) -> bool:
     expressions, run on an element with that id and nothing else."""
     probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
     probe[0].set("id", anchor)
+    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS))
+
+
+_ADMONITIONS_XPATH = XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' admonition ')]"
+    "[contains(@class, 'admonition-')]"
+)
+
+
+def _admonition_titles_are_no_boilerplate(tree: HtmlElement) -> None:
+    """Take from a docutils admonition the class made of its title when trafilatura would
+    discard the admonition for it.
+
+    docutils gives an admonition with a title of its own (``.. admonition:: Accelerating
+    build speed``) the class ``admonition-`` + the title's slug, and trafilatura discards
+    an element whose class holds one of its boilerplate words, "elated" (for "related")
+    among them: Sphinx's configuration page lost its note "Accelerating build speed" (the
+    stemmers that speed up its search index) for "acc-elerat-ing". The classes
+    ``admonition`` and any other stay; note, warning and the rest have no slug class.
+    Found by listing the page blocks the text does not hold (docs/structure.md)."""
+    for element in _ADMONITIONS_XPATH(tree):
+        classes = element.get("class", "").split()
+        kept = [
+            c
+            for c in classes
+            if not (c.startswith("admonition-") and _discarded_for_class(element.tag, c))
+        ]
+        if len(kept) < len(classes):
+            element.set("class", " ".join(kept))
+
+
+@functools.lru_cache(maxsize=1024)
+def _discarded_for_class(tag: str, name: str) -> bool:
+    """Whether trafilatura discards a `tag` element whose class is `name` alone."""
+    probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
+    probe[0].set("class", name)
     return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS))
 
 
