@@ -390,6 +390,30 @@ def test_text_that_shows_escaped_html_keeps_its_entities():
     assert "```\nif (a && b && &para != 0)\n```" in text
 
 
+def test_a_list_in_a_table_cell_keeps_its_items():
+    # trafilatura keeps a cell's paragraphs and dropped a list there whole
+    text = _checked("postgresql15-functions-json.html.gz").text
+    row = next(line for line in text.splitlines() if "`json_populate_record` (" in line)
+    # Before: "... the following rules are applied in sequence: While the example below ..."
+    assert (
+        "the following rules are applied in sequence: - A JSON null value is converted to an"
+        " SQL null in all cases. - If the output column is of type `json` or `jsonb`, the JSON"
+        " value is just reproduced exactly. - If the output column is a composite (row) type"
+    ) in row
+    assert "reproduced exactly. While the example below" not in row
+    # an ordered list counts from its start, a nested list's items follow their item's text
+    page = _page(
+        "Steps",
+        "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
+        "<table><tr><th>Correct</th><th>Incorrect</th></tr><tr><td><ol start='3'>"
+        "<li>Create new table</li><li>Copy data<ul><li>all rows</li></ul></li></ol></td>"
+        "<td><p>Rename first:</p><ul><li><p>Rename old table</p></li></ul></td></tr></table>",
+    )
+    text = html_to_markdown(page).text
+    row = "| 3. Create new table 4. Copy data - all rows | Rename first: - Rename old table |"
+    assert row in text
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

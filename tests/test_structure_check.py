@@ -121,6 +121,23 @@ def test_a_table_row_is_matched_by_its_cells():
     assert _kinds(html, f"- Priority\n  {glued}") == ["list"]
 
 
+def test_a_list_in_a_table_cell_keeps_its_items_apart_by_their_markers():
+    # a Markdown table row is one line: the job writes a cell's list items one after the
+    # other on it, each after its marker (html.py, _lists_in_cells_as_text)
+    html = _page(
+        "<table><tr><td><p>Rules in order:</p><ol><li>Create the new table</li>"
+        "<li>Copy the old rows</li></ol></td><td><ul><li>Rename the old table</li></ul></td>"
+        "</tr></table>"
+    )
+    head = "| a | b |\n|---|---|\n"
+    kept = "| Rules in order: 1. Create the new table 2. Copy the old rows | - Rename the old table"
+    kept += " |"
+    assert _kinds(html, head + kept) == []
+    glued = "| Rules in order: Create the new table Copy the old rows | Rename the old table |"
+    # in a cell an item's marker is its boundary: one that starts its cell without it too
+    assert _kinds(html, head + glued) == ["list", "list", "list"]
+
+
 def test_a_pre_in_a_table_cell_is_a_code_span_of_its_row():
     # PostgreSQL's function tables show an example's result in a <pre> of the cell; a Markdown
     # table row holds no block, so the job writes it as a code span, `|` escaped

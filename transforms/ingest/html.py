@@ -169,6 +169,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _layout_lists_unwrapped(tree)
     _headings_in_items_as_text(tree)
     _tables_in_items_as_lines(tree)
+    _lists_in_cells_as_text(tree)
     _preformatted_as_code(tree)
     _whitespace_collapsed(tree)
     mark_definitions(tree)
@@ -1273,6 +1274,47 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
         heading.attrib.clear()
         heading.tag = "p"
         heading.append(label)
+
+
+_LISTS_IN_CELLS_XPATH = XPath("//td//ul | //td//ol | //th//ul | //th//ol")
+
+
+def _lists_in_cells_as_text(tree: HtmlElement) -> None:
+    """A list inside a table cell as a paragraph per item, each opening with its marker ("- ",
+    or its number and "." in an ordered list).
+
+    trafilatura keeps a cell's paragraphs and drops a list there whole: PostgreSQL's
+    ``json_populate_record`` lost, in its cell of the JSON functions' table, the five rules by
+    which a JSON value becomes a column's value ("A JSON null value is converted to an SQL
+    null in all cases. ..."), and SQLite's ALTER TABLE page its two procedures side by side,
+    "1. Create new table 2. Copy data 3. Drop old table 4. Rename new into old" and the
+    incorrect one (found by listing the page blocks the text does not hold,
+    docs/structure.md). A cell is one line of a Markdown table, so the items follow each
+    other on it, each with its marker; nested lists first, their items inside their item's.
+    A table inside a list item or a ``<dd>`` is left as it is: trafilatura writes it there as
+    text, its lists' items on lines of their own (docutils' field lists, "Parameters:").
+    """
+    for listing in reversed(_LISTS_IN_CELLS_XPATH(tree)):  # nested lists first
+        table = next(a for a in listing.iterancestors() if a.tag == "table")
+        if any(a.tag in ("li", "dd") for a in table.iterancestors()):
+            continue  # a table in an item is text there, its lists' items on their lines
+        number = _list_start(listing)
+        for item in listing.findall("li"):
+            marker = f"{number}. " if listing.tag == "ol" else "- "
+            number += 1
+            for paragraph in item.findall("p"):
+                paragraph.drop_tag()  # its text joins the item's
+            item.text = marker + (item.text or "").lstrip()
+            item.tag = "p"
+        listing.tag = "div"
+
+
+def _list_start(listing: HtmlElement) -> int:
+    """The number of an ordered list's first item (its ``start``, else 1)."""
+    try:
+        return int(listing.get("start", "1"))
+    except ValueError:
+        return 1
 
 
 def _tables_in_items_as_lines(tree: HtmlElement) -> None:

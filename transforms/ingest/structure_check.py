@@ -213,6 +213,10 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(text.split("\n")) if i not in code_lines]
 
 
+# what opens a list's item inside a table cell: its marker after the cell's start or a space
+_CELL_ITEM_MARKER = re.compile(r"(?:^|[\s|])(?:-|\d{1,9}\.)[ \t]+$")
+
+
 def _occurrences(text: str, needle: str) -> list[int]:
     found, at = [], text.find(needle)
     while at >= 0:
@@ -322,7 +326,15 @@ def check_page(
         # the summary's "Returns a new array of ..."): glued only when no occurrence starts
         # its line
         text = row_text if item.tag == "tr" else prose_text
-        glued = [_glued_before(text, at) for at in _occurrences(text, start)]
+        if item.tag == "li" and any(a.tag in ("td", "th") for a in item.iterancestors()):
+            # a list in a table cell is written on its row's line (html.py,
+            # _lists_in_cells_as_text): each item after its marker, "- " or "3. "
+            glued = [
+                "" if _CELL_ITEM_MARKER.search(text[max(0, at - 16) : at]) else text[:at][-30:]
+                for at in _occurrences(text, start)
+            ]
+        else:
+            glued = [_glued_before(text, at) for at in _occurrences(text, start)]
         if glued and all(glued):
             out.append(Violation("list", f"<{item.tag}> glued: {glued[0][-30:]}{start}"[:100]))
 
