@@ -396,9 +396,9 @@ def test_a_list_in_a_table_cell_keeps_its_items():
     row = next(line for line in text.splitlines() if "`json_populate_record` (" in line)
     # Before: "... the following rules are applied in sequence: While the example below ..."
     assert (
-        "the following rules are applied in sequence: - A JSON null value is converted to an"
-        " SQL null in all cases. - If the output column is of type `json` or `jsonb`, the JSON"
-        " value is just reproduced exactly. - If the output column is a composite (row) type"
+        "the following rules are applied in sequence: • A JSON null value is converted to an"
+        " SQL null in all cases. • If the output column is of type `json` or `jsonb`, the JSON"
+        " value is just reproduced exactly. • If the output column is a composite (row) type"
     ) in row
     assert "reproduced exactly. While the example below" not in row
     # an ordered list counts from its start, a nested list's items follow their item's text
@@ -410,7 +410,7 @@ def test_a_list_in_a_table_cell_keeps_its_items():
         "<td><p>Rename first:</p><ul><li><p>Rename old table</p></li></ul></td></tr></table>",
     )
     text = html_to_markdown(page).text
-    row = "| 3. Create new table 4. Copy data - all rows | Rename first: - Rename old table |"
+    row = "| 3. Create new table 4. Copy data • all rows | Rename first: • Rename old table |"
     assert row in text
 
 

@@ -130,7 +130,7 @@ def test_a_list_in_a_table_cell_keeps_its_items_apart_by_their_markers():
         "</tr></table>"
     )
     head = "| a | b |\n|---|---|\n"
-    kept = "| Rules in order: 1. Create the new table 2. Copy the old rows | - Rename the old table"
+    kept = "| Rules in order: 1. Create the new table 2. Copy the old rows | • Rename the old table"
     kept += " |"
     assert _kinds(html, head + kept) == []
     glued = "| Rules in order: Create the new table Copy the old rows | Rename the old table |"

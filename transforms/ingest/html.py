@@ -1280,7 +1280,7 @@ _LISTS_IN_CELLS_XPATH = XPath("//td//ul | //td//ol | //th//ul | //th//ol")
 
 
 def _lists_in_cells_as_text(tree: HtmlElement) -> None:
-    """A list inside a table cell as a paragraph per item, each opening with its marker ("- ",
+    """A list inside a table cell as a paragraph per item, each opening with its marker ("• ",
     or its number and "." in an ordered list).
 
     trafilatura keeps a cell's paragraphs and drops a list there whole: PostgreSQL's
@@ -1293,6 +1293,9 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
     other on it, each with its marker; nested lists first, their items inside their item's.
     A table inside a list item or a ``<dd>`` is left as it is: trafilatura writes it there as
     text, its lists' items on lines of their own (docutils' field lists, "Parameters:").
+    The bullet is "•", no Markdown: where trafilatura writes the table's cells as paragraphs
+    (Sphinx's general index, whose entries are lists in the cells of a layout table), a
+    paragraph "- name" would read as escaped text ("\\- name").
     """
     for listing in reversed(_LISTS_IN_CELLS_XPATH(tree)):  # nested lists first
         table = next(a for a in listing.iterancestors() if a.tag == "table")
@@ -1300,7 +1303,7 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
             continue  # a table in an item is text there, its lists' items on their lines
         number = _list_start(listing)
         for item in listing.findall("li"):
-            marker = f"{number}. " if listing.tag == "ol" else "- "
+            marker = f"{number}. " if listing.tag == "ol" else "• "
             number += 1
             for paragraph in item.findall("p"):
                 paragraph.drop_tag()  # its text joins the item's

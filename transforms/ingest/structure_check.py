@@ -214,7 +214,7 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
 
 
 # what opens a list's item inside a table cell: its marker after the cell's start or a space
-_CELL_ITEM_MARKER = re.compile(r"(?:^|[\s|])(?:-|\d{1,9}\.)[ \t]+$")
+_CELL_ITEM_MARKER = re.compile(r"(?:^|[\s|])(?:•|\d{1,9}\.)[ \t]+$")
 
 
 def _occurrences(text: str, needle: str) -> list[int]:
@@ -328,7 +328,7 @@ def check_page(
         text = row_text if item.tag == "tr" else prose_text
         if item.tag == "li" and any(a.tag in ("td", "th") for a in item.iterancestors()):
             # a list in a table cell is written on its row's line (html.py,
-            # _lists_in_cells_as_text): each item after its marker, "- " or "3. "
+            # _lists_in_cells_as_text): each item after its marker, "• " or "3. "
             glued = [
                 "" if _CELL_ITEM_MARKER.search(text[max(0, at - 16) : at]) else text[:at][-30:]
                 for at in _occurrences(text, start)
