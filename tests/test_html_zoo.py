@@ -414,6 +414,36 @@ def test_a_list_in_a_table_cell_keeps_its_items():
     assert row in text
 
 
+def test_a_code_listings_caption_is_kept():
+    # trafilatura, extracting no images, discards every element whose class or id holds
+    # "caption"; these say what the code beside them is
+    text = _checked("rust163-book-ch05-03-method-syntax.html.gz").text
+    # Before: no "Listing 5-13" in the text (the Rust book's <p><span class="caption">)
+    assert "```\nListing 5-13: Defining an `area` method on the `Rectangle` struct\n" in text
+    text = _checked("django32-ref-templates-language.html.gz").text
+    # Sphinx's div.code-block-caption: the file the template is
+    assert "For example:\n\n`base.html`\n\n```\n{% autoescape off %}\n" in text
+    assert '\n`child.html`\n\n```\n{% extends "base.html" %}\n' in text
+    # a definition's term whose id holds "caption": Sphinx's option `:caption:`
+    text = _checked("sphinx53-usage-restructuredtext-directives.html.gz").text
+    assert "\n  - :caption: *caption of code block (text)*\n  : Set a caption to the" in text
+
+
+def test_a_figures_or_a_sidebars_caption_still_goes():
+    words = " ".join(f"word{i}" for i in range(80))
+    page = _page(
+        "Figures",
+        f"<p>{words}</p><figure><img src='a.png'><figcaption class='caption'><p>A chart of"
+        " the retries per hour over the week</p></figcaption></figure>"
+        f"<div class='caption'>Image: the same chart by day of the month, for the year</div>"
+        "<img src='b.png'><p class='caption'>Get started with the library</p>"
+        "<ul><li><a href='a.html'>Installation</a></li></ul><pre>code = 1\n</pre>",
+    )
+    text = html_to_markdown(page).text
+    assert "word79" in text and "code = 1" in text
+    assert "chart" not in text and "Get started" not in text
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

@@ -136,6 +136,18 @@ def test_a_list_in_a_table_cell_keeps_its_items_apart_by_their_markers():
     glued = "| Rules in order: Create the new table Copy the old rows | Rename the old table |"
     # in a cell an item's marker is its boundary: one that starts its cell without it too
     assert _kinds(html, head + glued) == ["list", "list", "list"]
+    # a table inside a <dd> (docutils' field list in a method's description) is text there,
+    # its list's items on lines of their own
+    field_list = _page(
+        "<dl><dt id='send'>send()</dt><dd><p>Sends the mail.</p><table><tr><th>Parameters:"
+        "</th><td><ul><li>subject_template_name - the template for the subject</li>"
+        "<li>email_template_name - the template for the body</li></ul></td></tr></table>"
+        "</dd></dl>"
+    )
+    items = "- subject_template_name - the template for the subject\n  - email_template_name"
+    text = f"- send()\n: Sends the mail.\n  Parameters:\n  {items} - the template for the body"
+    assert _kinds(field_list, text) == []
+    assert _kinds(field_list, text.replace("subject\n  - ", "subject ")) == ["list"]
 
 
 def test_a_pre_in_a_table_cell_is_a_code_span_of_its_row():

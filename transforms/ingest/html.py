@@ -63,11 +63,14 @@ try:  # and those by which it discards an element as boilerplate before extracti
     from trafilatura.xpaths import OVERALL_DISCARD_XPATH as _DISCARD_XPATHS
 except ImportError:  # pragma: no cover - layout of a future trafilatura
     _DISCARD_XPATHS = []
-try:  # and reader comments: extracting without them, it prunes from the page every div or
-    # section whose id starts with "comment" (a Sphinx section "Comments" is `section#comments`)
+try:  # and reader comments and images' captions: extracting without them, it prunes every
+    # div or section whose id starts with "comment" (a Sphinx section "Comments" is
+    # `section#comments`) and every element whose id or class holds "caption" (the term of
+    # Sphinx's option `:caption:` is `dt#directive-option-code-block-caption`)
+    from trafilatura.xpaths import DISCARD_IMAGE_ELEMENTS as _CAPTION_XPATHS
     from trafilatura.xpaths import REMOVE_COMMENTS_AND_LISTS_XPATH as _COMMENT_XPATHS
 except ImportError:  # pragma: no cover - layout of a future trafilatura
-    _COMMENT_XPATHS = []
+    _CAPTION_XPATHS = _COMMENT_XPATHS = []
 
 __all__ = ["HtmlExtraction", "HtmlTooDeep", "html_to_markdown"]
 
@@ -152,6 +155,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _sections_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
     _admonition_titles_are_no_boilerplate(tree)
+    _code_captions_are_content(tree)
     _drop_widgets(tree)
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -679,7 +683,7 @@ def _discarded_for_id(tag: str, anchor: str) -> bool:
     expressions, run on an element with that id and nothing else."""
     probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
     probe[0].set("id", anchor)
-    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS))
+    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS, *_CAPTION_XPATHS))
 
 
 _ADMONITIONS_XPATH = XPath(
@@ -715,7 +719,65 @@ def _discarded_for_class(tag: str, name: str) -> bool:
     """Whether trafilatura discards a `tag` element whose class is `name` alone."""
     probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
     probe[0].set("class", name)
-    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS))
+    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS, *_CAPTION_XPATHS))
+
+
+# what trafilatura discards as an image's caption when it extracts no images
+# (xpaths.DISCARD_IMAGE_ELEMENTS)
+_CAPTIONS_XPATH = XPath(
+    "//*[self::div or self::p or self::span or self::section]"
+    "[contains(@id, 'caption') or contains(@class, 'caption')]"
+)
+
+
+def _code_captions_are_content(tree: HtmlElement) -> None:
+    """Keep the caption of a code listing: take "caption" out of its class and id.
+
+    Extracting without images, trafilatura discards every element whose class or id holds
+    "caption", an image's to it. A code listing's caption says what the code is: the Rust
+    book's "Listing 17-4: Definition of the `Screen` struct with a `components` field holding
+    a vector of trait objects that implement the `Draw` trait" (``<p><span
+    class="caption">`` after the ``<pre>``: 138 on the zoo's 40 mdBook pages), Sphinx's
+    ``div.code-block-caption``, the file a snippet goes in ("wsgi.py", "settings.py",
+    click's "hello.py"). Found by listing the page blocks the text does not hold
+    (docs/structure.md). A caption is a listing's when the block it is in (itself, or the
+    paragraph or ``<div>`` around it) has a ``<pre>`` beside it, or a ``<div>`` holding one
+    ``<pre>`` and no heading; a figure's caption, or a sidebar's ("Get started" above a list
+    of links), stays an image's to trafilatura.
+    """
+    for element in _CAPTIONS_XPATH(tree):
+        if not _beside_code(element):
+            continue
+        for node in element.iter():
+            if not isinstance(node.tag, str):
+                continue
+            if "caption" in (node.get("id") or ""):
+                del node.attrib["id"]
+            classes = (node.get("class") or "").split()
+            if any("caption" in c for c in classes):
+                node.set("class", " ".join(c for c in classes if "caption" not in c))
+        if element.tag == "div" and not element.xpath(_CAPTION_BLOCKS):
+            element.tag = "p"  # trafilatura keeps a <div>'s text only on pages of little <p>
+
+
+_CAPTION_BLOCKS = "./div | ./p | ./ul | ./ol | ./dl | ./table | ./pre | ./blockquote"
+
+
+def _beside_code(element: HtmlElement) -> bool:
+    """Whether the block `element` is in sits beside a code listing."""
+    block = element
+    while block.tag not in ("p", "div") and block.getparent() is not None:
+        block = block.getparent()
+    if block.xpath(".//img | .//svg | .//pre"):
+        return False
+    for sibling in (block.getprevious(), block.getnext()):
+        if sibling is None or not isinstance(sibling.tag, str):
+            continue
+        if sibling.tag == "pre":
+            return True
+        if sibling.tag == "div" and len(sibling.xpath(".//pre")) == 1:
+            return next(sibling.iter(*_HEADING_TAGS), None) is None
+    return False
 
 
 _NAVIGATION_LINKS_XPATH = XPath(

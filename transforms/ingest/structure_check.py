@@ -217,6 +217,15 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
 _CELL_ITEM_MARKER = re.compile(r"(?:^|[\s|])(?:•|\d{1,9}\.)[ \t]+$")
 
 
+def _in_cell_of_a_top_table(item: HtmlElement) -> bool:
+    """Whether a list item is in a table cell, of a table outside list items and ``<dd>``s
+    (the job writes a table inside one as text, its items on lines of their own)."""
+    table = next((a for a in item.iterancestors() if a.tag == "table"), None)
+    if table is None or not any(a.tag in ("td", "th") for a in item.iterancestors()):
+        return False
+    return not any(a.tag in ("li", "dd") for a in table.iterancestors())
+
+
 def _occurrences(text: str, needle: str) -> list[int]:
     found, at = [], text.find(needle)
     while at >= 0:
@@ -326,7 +335,7 @@ def check_page(
         # the summary's "Returns a new array of ..."): glued only when no occurrence starts
         # its line
         text = row_text if item.tag == "tr" else prose_text
-        if item.tag == "li" and any(a.tag in ("td", "th") for a in item.iterancestors()):
+        if item.tag == "li" and _in_cell_of_a_top_table(item):
             # a list in a table cell is written on its row's line (html.py,
             # _lists_in_cells_as_text): each item after its marker, "• " or "3. "
             glued = [
