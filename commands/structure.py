@@ -1,7 +1,10 @@
 """`corpus-chunker structure PAGES...`: the structural invariant over HTML pages, a table of
 violations per generator (transforms/ingest/structure_check.py, docs/structure.md).
 
-    corpus-chunker structure .cache/zoo/pages --by_folder [--show 3] [--json_out F]
+    corpus-chunker structure .cache/zoo/pages --by_folder [--show 3] [--json_out F] [--dropped]
+
+`--dropped` adds a table of the page text the documents do not hold (`dropped_blocks`): not
+violations, a listing to read (`--show N`: the N longest such blocks of each generator).
 """
 
 from __future__ import annotations
@@ -12,7 +15,14 @@ import os
 import sys
 from collections import defaultdict
 
-from transforms.ingest.structure_check import KINDS, Violation, check_page, count, generator_of
+from transforms.ingest.structure_check import (
+    KINDS,
+    Violation,
+    check_page,
+    count,
+    dropped_blocks,
+    generator_of,
+)
 
 _HTML = (".html", ".htm", ".xhtml")
 
@@ -37,8 +47,9 @@ def html_files(paths: list[str], by_folder: bool) -> list[tuple[str, str | None]
     return out
 
 
-def check_file(path: str) -> tuple[str, list[Violation]]:
-    """(generator, violations) of one page, extracted as the job extracts it."""
+def check_file(path: str, dropped: bool = False) -> tuple[str, list[Violation], int, list[str]]:
+    """(generator, violations, characters of its text blocks, the blocks its text does not
+    hold) of one page, extracted as the job extracts it; the last two only with `dropped`."""
     import trafilatura
 
     from schemas.records import RawDocument
@@ -50,11 +61,26 @@ def check_file(path: str) -> tuple[str, list[Violation]]:
     html = decode(RawDocument(source=path, doc_id=path, data=data))
     tree = trafilatura.load_html(html)
     if tree is None:
-        return "unknown", [Violation("lost", "not parseable as HTML")]
+        return "unknown", [Violation("lost", "not parseable as HTML")], 0, []
     extraction = html_to_markdown(html, path)
     # the job cuts whitespace runs once, in the extracted text (extract.extract_document)
     text = cut_whitespace_runs(extraction.text)
-    return generator_of(tree), check_page(tree, text, extraction.title)
+    chars, lost = dropped_blocks(tree, text) if dropped else (0, [])
+    return generator_of(tree), check_page(tree, text, extraction.title), chars, lost
+
+
+def dropped_table(chars: dict[str, int], lost: dict[str, list[tuple[str, str]]]) -> str:
+    """Per generator: its pages' text-block characters, those the documents do not hold."""
+    lines = ["| generator | text chars | dropped chars | dropped blocks | dropped % |"]
+    lines.append("| --- | --- | --- | --- | --- |")
+    for group in [*sorted(chars), "all"]:
+        total = sum(chars.values()) if group == "all" else chars[group]
+        pairs = [pb for g in lost for pb in lost[g]] if group == "all" else lost[group]
+        blocks = [block for _, block in pairs]
+        gone = sum(map(len, blocks))
+        share = 100 * gone / total if total else 0.0
+        lines.append(f"| {group} | {total:,} | {gone:,} | {len(blocks)} | {share:.2f} |")
+    return "\n".join(lines)
 
 
 def table(rows: dict[str, dict[str, int]], pages: dict[str, int]) -> str:
@@ -83,15 +109,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--show", type=int, default=0, help="print N violations of each kind")
     parser.add_argument("--json_out", help="write every page's violations to this JSON file")
+    parser.add_argument(
+        "--dropped",
+        action="store_true",
+        help="also list the page text the documents do not hold, per generator",
+    )
     args = parser.parse_args(argv)
+    chars: dict[str, int] = defaultdict(int)
+    lost: dict[str, list[tuple[str, str]]] = defaultdict(list)
     rows: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
     pages: dict[str, int] = defaultdict(int)
     examples: dict[tuple[str, str], list[str]] = defaultdict(list)
     report = []
     for path, group in html_files(args.paths, args.by_folder):
-        detected, violations = check_file(path)
+        detected, violations, page_chars, page_lost = check_file(path, args.dropped)
         group = group or detected
         pages[group] += 1
+        chars[group] += page_chars
+        lost[group].extend((path, block) for block in page_lost)
         for kind, n in count(violations).items():
             rows[group][kind] += n
         for v in violations:
@@ -109,6 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{group} {kind}:")
         for line in shown:
             print("  " + line)
+    if args.dropped:
+        print("\nPage text the documents do not hold (not violations: see --help):\n")
+        print(dropped_table(chars, lost))
+        for group in sorted(lost):
+            longest = sorted(lost[group], key=lambda pb: -len(pb[1]))[: args.show]
+            if longest:
+                print(f"\n{group} dropped:")
+                for path, block in longest:
+                    print(f"  {path}: ({len(block)}) {block[:160]}")
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)

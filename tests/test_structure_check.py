@@ -3,7 +3,7 @@ where the checker was wrong, not the job (issue 25, docs/structure.md)."""
 
 import trafilatura
 
-from transforms.ingest.structure_check import check_page
+from transforms.ingest.structure_check import check_page, dropped_blocks
 
 
 def _kinds(html: str, text: str, title: str | None = None) -> list[str]:
@@ -283,3 +283,48 @@ def test_an_item_whose_words_hold_code_is_found_where_it_starts_its_line():
     assert _kinds(html, text) == []
     glued = text.replace("\n  : tuple in", " tuple in")
     assert _kinds(html, glued) == ["list"]
+
+
+def test_dropped_blocks_are_the_page_text_the_document_lacks():
+    kept = "The ingest service copies documents from the upload bucket into the search index."
+    gone = "A task that fails is retried with exponential back-off, at most eight times."
+    html = (
+        "<html><head><title>T</title></head><body>"
+        "<nav><p>Home, Guides, Reference, Community, Blog, Download, Search, Donate</p></nav>"
+        '<div class="sphinxsidebar"><p>Table of contents of this page and of the pages nearby</p>'
+        f"</div><main><p>{kept}</p><ul><li>{gone}</li></ul><p>Too short to count.</p>"
+        "<p>Zero\u200bwidth spaces and soft hy\u00adphens are not words of their own here.</p>"
+        "</main></body></html>"
+    )
+    tree = trafilatura.load_html(html)
+    text = f"{kept}\n\nZerowidth spaces and soft hyphens are not words of their own here."
+    chars, dropped = dropped_blocks(tree, text)
+    # the navigation and the sidebar are not counted, nor a block under 60 characters
+    zero_width = "Zero\u200bwidth spaces and soft hy\u00adphens are not words of their own here."
+    assert chars == len(kept) + len(gone) + len(zero_width)
+    assert dropped == [gone]
+    assert dropped_blocks(tree, f"{text}\n- {gone}") == (chars, [])
+
+
+def test_the_structure_command_lists_dropped_text_per_generator(tmp_path, capsys):
+    from commands.structure import main
+
+    words = " ".join(f"word{i}" for i in range(80))
+    comment = "Great article, it fixed my retries at last. Thanks for writing it all down!"
+    folder = tmp_path / "pages" / "handmade"
+    folder.mkdir(parents=True)
+    (folder / "a.html").write_text(
+        "<html><head><title>Retries</title></head><body><main><h1>Retries</h1>"
+        f"<p>{words}.</p></main>"
+        f'<div id="comments" class="comments-area"><p>{comment}</p></div></body></html>'
+    )
+    assert main([str(tmp_path / "pages"), "--by_folder", "--dropped", "--show", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # the violations' table, then the dropped text's: the reader comment, which the job drops
+    assert out[2].startswith("| handmade | 1 | 0 |")
+    at = out.index("| generator | text chars | dropped chars | dropped blocks | dropped % |")
+    total = len(words) + 1 + len(comment)
+    share = 100 * len(comment) / total
+    assert out[at + 2] == f"| handmade | {total:,} | {len(comment)} | 1 | {share:.2f} |"
+    assert out[at + 3] == out[at + 2].replace("handmade", "all")
+    assert out[at + 5 :] == ["handmade dropped:", f"  {folder / 'a.html'}: (75) {comment}"]

@@ -36,7 +36,7 @@ from transforms.ingest.html import (
     SITE_SEPARATORS,
 )
 
-__all__ = ["KINDS", "Violation", "check_page", "generator_of"]
+__all__ = ["KINDS", "Violation", "check_page", "dropped_blocks", "generator_of"]
 
 KINDS = ("heading", "fence", "list", "escape", "navigation", "lost", "title")
 
@@ -407,3 +407,57 @@ def count(violations: Iterable[Violation]) -> dict[str, int]:
     for v in violations:
         counts[v.kind] += 1
     return counts
+
+
+# What `dropped_blocks` reads: the page's blocks that hold text and no other block, outside its
+# chrome (navigation, headers and footers, sidebars, tables of contents, search boxes)
+_TEXT_BLOCKS = ("p", "li", "dd", "dt", "td", "th", "pre", "blockquote", "caption", *_HEADING_TAGS)
+_CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "script", "style", "noscript"})
+_CHROME_NAMES = re.compile(r"nav|menu|sidebar|breadcrumb|footer|header|toc|related|search", re.I)
+MIN_BLOCK_CHARS = 60  # shorter blocks (labels, one-word cells) are not counted
+_WORD = re.compile(r"[^\W_]+")
+
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))  # soft hyphen...
+
+
+def _shingles(text: str) -> list[tuple[str, ...]]:
+    words = _WORD.findall(text.translate(_INVISIBLE).lower())
+    return [tuple(words[i : i + 4]) for i in range(len(words) - 3)]
+
+
+def _is_chrome(element: HtmlElement) -> bool:
+    """Whether `element` is in the page's chrome, by its tag, role, class or id or those of
+    an element around it below `<body>` (mdBook's `<body class="sidebar-visible">`)."""
+    return any(
+        a.tag in _CHROME_TAGS
+        or a.get("role") == "navigation"
+        or _CHROME_NAMES.search(f"{a.get('class') or ''} {a.get('id') or ''}")
+        for a in (element, *element.iterancestors())
+        if a.tag not in ("body", "html")
+    )
+
+
+def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
+    """The characters of the page's text blocks, and those blocks whose text the document
+    `text` does not hold: under half of a block's runs of four words are in the text.
+
+    Not a violation kind: it also counts what the job is right to drop and a page's chrome
+    that `_is_chrome` does not know (gtk-doc's line numbers beside a listing, Texinfo's
+    "This document was generated on ..."), and a block of fewer than four words counts for
+    nothing. It is how lost content was found (docs/structure.md, "Text the page holds and
+    the document does not"): a section whose id trafilatura takes for reader comments, a
+    list in a table cell, an admonition whose title holds a boilerplate word."""
+    held = set(_shingles(text))
+    total, dropped = 0, []
+    for block in tree.iter(*_TEXT_BLOCKS):
+        if next(block.iterdescendants(*_TEXT_BLOCKS), None) is not None or _is_chrome(block):
+            continue
+        plain = _plain(block.text_content())
+        shingles = _shingles(plain)
+        if len(plain) < MIN_BLOCK_CHARS or not shingles:
+            continue
+        total += len(plain)
+        if sum(s in held for s in shingles) * 2 < len(shingles):
+            dropped.append(plain)
+    return total, dropped
