@@ -3,6 +3,7 @@
 
 import gzip
 import os
+import re
 
 import lxml.html
 import trafilatura
@@ -442,6 +443,23 @@ def test_a_figures_or_a_sidebars_caption_still_goes():
     text = html_to_markdown(page).text
     assert "word79" in text and "code = 1" in text
     assert "chart" not in text and "Get started" not in text
+
+
+def test_inline_code_spans_do_not_run_together():
+    # DocBook's replaceable parts, <em class="replaceable"><code>...</code></em>, one after
+    # another: trafilatura lost the space between them. Before: "`signal_name``process_id`",
+    # which Markdown reads as one span holding "signal_name``process_id"
+    text = _checked("postgresql15-app-pg-ctl.html.gz").text
+    assert re.search(r"`kill` +`signal_name` +`process_id`", text)
+    assert not re.search(r"[^`\s]``[^`\s]", text)
+    # code that touches code is one span; emphasis that holds only code is the code
+    page = _page(
+        "Spans",
+        "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
+        "<p>Run <code>make</code><code>test</code>, <em><code>x</code></em> <em><code>y</code>"
+        "</em> and <em>plain</em> words.</p>",
+    )
+    assert "Run `maketest`, `x` `y` and *plain* words." in html_to_markdown(page).text
 
 
 def test_reader_comments_still_go():
