@@ -306,6 +306,30 @@ def test_dropped_blocks_are_the_page_text_the_document_lacks():
     assert dropped_blocks(tree, f"{text}\n- {gone}") == (chars, [])
 
 
+def test_dropped_blocks_read_a_content_column_and_line_breaks():
+    # the Read the Docs theme's main column is div.wy-nav-content inside div.wy-grid-for-nav:
+    # content, though "nav" is in both; a search box inside the content is chrome
+    sentence = "A task that fails is retried with exponential back-off, at most eight times."
+    html = (
+        "<html><head><title>T</title></head><body><div class='wy-grid-for-nav'>"
+        f"<section class='wy-nav-content-wrap'><div class='wy-nav-content'><p>{sentence}</p>"
+        "<div id='search-modal'><div class='modal-body'><p>From here you can search these"
+        " documents. Enter your search terms below.</p></div></div>"
+        "<dl><dt>SUPERUSER<br>NOSUPERUSER<br>CREATEDB<br>NOCREATEDB<br>CREATEROLE<br>"
+        "NOCREATEROLE</dt><dd>x</dd></dl></div></section></div></body></html>"
+    )
+    tree = trafilatura.load_html(html)
+    chars, dropped = dropped_blocks(tree, "")
+    assert dropped == [
+        sentence,
+        "SUPERUSER NOSUPERUSER CREATEDB NOCREATEDB CREATEROLE NOCREATEROLE",
+    ]
+    # a term's alternatives are words apart; a code span's marks are no part of a word
+    term = "- `SUPERUSER`\n  `NOSUPERUSER` `CREATEDB` `NOCREATEDB`\n  `CREATE`ROLE `NOCREATEROLE`"
+    text = f"{sentence}\n{term}"
+    assert dropped_blocks(tree, text) == (chars, [])
+
+
 def test_the_structure_command_lists_dropped_text_per_generator(tmp_path, capsys):
     from commands.structure import main
 

@@ -414,6 +414,8 @@ def count(violations: Iterable[Violation]) -> dict[str, int]:
 _TEXT_BLOCKS = ("p", "li", "dd", "dt", "td", "th", "pre", "blockquote", "caption", *_HEADING_TAGS)
 _CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "script", "style", "noscript"})
 _CHROME_NAMES = re.compile(r"nav|menu|sidebar|breadcrumb|footer|header|toc|related|search", re.I)
+_DIALOG_NAMES = re.compile(r"modal|dialog|search", re.I)
+_CONTENT_NAMES = re.compile(r"(?:^|[\s_-])(?:content|main|document)(?:$|[\s_-])", re.I)
 MIN_BLOCK_CHARS = 60  # shorter blocks (labels, one-word cells) are not counted
 _WORD = re.compile(r"[^\W_]+")
 
@@ -427,15 +429,36 @@ def _shingles(text: str) -> list[tuple[str, ...]]:
 
 
 def _is_chrome(element: HtmlElement) -> bool:
-    """Whether `element` is in the page's chrome, by its tag, role, class or id or those of
-    an element around it below `<body>` (mdBook's `<body class="sidebar-visible">`)."""
-    return any(
-        a.tag in _CHROME_TAGS
-        or a.get("role") == "navigation"
-        or _CHROME_NAMES.search(f"{a.get('class') or ''} {a.get('id') or ''}")
-        for a in (element, *element.iterancestors())
-        if a.tag not in ("body", "html")
-    )
+    """Whether `element` is in the page's chrome: the nearest of it and the elements around
+    it (below `<body>`: mdBook's `<body class="sidebar-visible">`) that says what it is says
+    chrome, by its tag, role, class or id. A content container says content first (the Read
+    the Docs theme's main column is `div.wy-nav-content`, in `div.wy-grid-for-nav`)."""
+    for a in (element, *element.iterancestors()):
+        if a.tag in ("body", "html"):
+            break
+        if a.tag in _CHROME_TAGS or a.get("role") == "navigation":
+            return True
+        names = f"{a.get('class') or ''} {a.get('id') or ''}"
+        if _DIALOG_NAMES.search(names):
+            return True  # MkDocs' search dialog holds a div.modal-content
+        if a.tag in ("main", "article") or a.get("role") == "main" or _CONTENT_NAMES.search(names):
+            return False
+        if _CHROME_NAMES.search(names):
+            return True
+    return False
+
+
+def _text_with_breaks(element: HtmlElement) -> str:
+    """An element's text with a space for each ``<br>`` (PostgreSQL's synopsis terms,
+    "SUPERUSER<br>NOSUPERUSER", are alternatives, not one word)."""
+    out = [element.text or ""]
+    for child in element:
+        if child.tag == "br":
+            out.append(" ")
+        elif isinstance(child.tag, str):
+            out.append(_text_with_breaks(child))
+        out.append(child.tail or "")
+    return "".join(out)
 
 
 def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
@@ -448,12 +471,13 @@ def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
     nothing. It is how lost content was found (docs/structure.md, "Text the page holds and
     the document does not"): a section whose id trafilatura takes for reader comments, a
     list in a table cell, an admonition whose title holds a boilerplate word."""
-    held = set(_shingles(text))
+    # the text's code spans and emphasis marks out: "`Matcher`s" is the page's "Matchers"
+    held = set(_shingles(text.replace("`", "").replace("*", "")))
     total, dropped = 0, []
     for block in tree.iter(*_TEXT_BLOCKS):
         if next(block.iterdescendants(*_TEXT_BLOCKS), None) is not None or _is_chrome(block):
             continue
-        plain = _plain(block.text_content())
+        plain = _plain(_text_with_breaks(block))
         shingles = _shingles(plain)
         if len(plain) < MIN_BLOCK_CHARS or not shingles:
             continue
