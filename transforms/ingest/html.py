@@ -655,7 +655,7 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
         listed = tag in ("dt", "dd", "li")
         # what trafilatura's discard sees: it renames li, dt and dd `item` first (the probe is
         # cached per id: most ids are no boilerplate, and the DOM is not walked for them)
-        if not _discarded_for_id("item" if listed else tag, element.get("id")):
+        if not _discarded_for("item" if listed else tag, "id", element.get("id")):
             continue
         if listed:
             of_content = (tag != "li" or element.find("p") is not None) and any(
@@ -679,11 +679,11 @@ def _is_headed_section(element: HtmlElement) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _discarded_for_id(tag: str, anchor: str) -> bool:
-    """Whether trafilatura discards a `tag` element for its id `anchor` alone: its discard
-    expressions, run on an element with that id and nothing else."""
+def _discarded_for(tag: str, attribute: str, value: str) -> bool:
+    """Whether trafilatura discards a `tag` element for its `attribute` (id or class) alone:
+    its discard expressions, run on an element with that attribute and nothing else."""
     probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
-    probe[0].set("id", anchor)
+    probe[0].set(attribute, value)
     return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS, *_CAPTION_XPATHS))
 
 
@@ -709,18 +709,10 @@ def _admonition_titles_are_no_boilerplate(tree: HtmlElement) -> None:
         kept = [
             c
             for c in classes
-            if not (c.startswith("admonition-") and _discarded_for_class(element.tag, c))
+            if not (c.startswith("admonition-") and _discarded_for(element.tag, "class", c))
         ]
         if len(kept) < len(classes):
             element.set("class", " ".join(kept))
-
-
-@functools.lru_cache(maxsize=1024)
-def _discarded_for_class(tag: str, name: str) -> bool:
-    """Whether trafilatura discards a `tag` element whose class is `name` alone."""
-    probe = fragment_fromstring(f"<div><{tag}></{tag}></div>")
-    probe[0].set("class", name)
-    return any(expr(probe) for expr in (*_DISCARD_XPATHS, *_COMMENT_XPATHS, *_CAPTION_XPATHS))
 
 
 # what trafilatura discards as an image's caption when it extracts no images
