@@ -413,6 +413,14 @@ def test_a_list_in_a_table_cell_keeps_its_items():
     text = html_to_markdown(page).text
     row = "| 3. Create new table 4. Copy data • all rows | Rename first: • Rename old table |"
     assert row in text
+    # broken HTML: a cell outside any table keeps its list as a list (it raised
+    # StopIteration, and the page was rejected)
+    stray = _page(
+        "Stray",
+        "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
+        "<td><ul><li>a stray cell's first item</li></ul></td>",
+    )
+    assert "- a stray cell's first item" in html_to_markdown(stray).text
 
 
 def test_a_code_listings_caption_is_kept():

@@ -1396,9 +1396,11 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
     paragraph "- name" would read as escaped text ("\\- name").
     """
     for listing in reversed(_LISTS_IN_CELLS_XPATH(tree)):  # nested lists first
-        table = next(a for a in listing.iterancestors() if a.tag == "table")
-        if any(a.tag in ("li", "dd") for a in table.iterancestors()):
-            continue  # a table in an item is text there, its lists' items on their lines
+        table = next((a for a in listing.iterancestors() if a.tag == "table"), None)
+        if table is None or any(a.tag in ("li", "dd") for a in table.iterancestors()):
+            # a cell outside any table (broken HTML) is no table row; a table in an item is
+            # text there, its lists' items on their lines
+            continue
         number = _list_start(listing)
         for item in listing.findall("li"):
             marker = f"{number}. " if listing.tag == "ol" else "• "
