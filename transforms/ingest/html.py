@@ -715,14 +715,6 @@ def _admonition_titles_are_no_boilerplate(tree: HtmlElement) -> None:
             element.set("class", " ".join(kept))
 
 
-# what trafilatura discards as an image's caption when it extracts no images
-# (xpaths.DISCARD_IMAGE_ELEMENTS)
-_CAPTIONS_XPATH = XPath(
-    "//*[self::div or self::p or self::span or self::section]"
-    "[contains(@id, 'caption') or contains(@class, 'caption')]"
-)
-
-
 def _code_captions_are_content(tree: HtmlElement) -> None:
     """Keep the caption of a code listing: take "caption" out of its class and id.
 
@@ -738,7 +730,9 @@ def _code_captions_are_content(tree: HtmlElement) -> None:
     ``<pre>`` and no heading; a figure's caption, or a sidebar's ("Get started" above a list
     of links), stays an image's to trafilatura.
     """
-    for element in _CAPTIONS_XPATH(tree):
+    # the elements trafilatura discards as an image's caption (_CAPTION_XPATHS)
+    captions = [element for expr in _CAPTION_XPATHS for element in expr(tree)]
+    for element in captions:
         if not _beside_code(element):
             continue
         for node in element.iter():
@@ -1159,6 +1153,11 @@ def _nested_inline_code_as_text(tree: HtmlElement) -> None:
 _EMPHASIS = ("em", "i", "var", "cite")
 
 
+def _in_pre(element: HtmlElement) -> bool:
+    """Whether `element` is inside a ``<pre>``, a block of code."""
+    return any(a.tag == "pre" for a in element.iterancestors())
+
+
 def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
     """Inline code that emphasis wraps whole as the code alone, and inline code right after
     inline code (nothing between them, not even a space) as one span.
@@ -1179,11 +1178,11 @@ def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
             and children[0].tag in _INLINE_CODE
             and not (emphasis.text or "").strip()
             and not (children[0].tail or "").strip()
-            and not any(a.tag == "pre" for a in emphasis.iterancestors())
+            and not _in_pre(emphasis)
         ):
             emphasis.drop_tag()
     for code in list(tree.iter(*_INLINE_CODE)):
-        if code.getparent() is None or any(a.tag == "pre" for a in code.iterancestors()):
+        if code.getparent() is None or _in_pre(code):
             continue
         following = code.getnext()
         while (
@@ -1212,7 +1211,7 @@ def _inline_code_on_one_line(tree: HtmlElement) -> None:
     before an example's result as an empty fenced block in the middle of a table row.
     """
     for code in list(tree.iter(*_INLINE_CODE)):
-        if any(a.tag == "pre" for a in code.iterancestors()):
+        if _in_pre(code):
             continue
         if not code.text_content().strip():
             if code.getparent() is not None:
@@ -1396,10 +1395,7 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
     paragraph "- name" would read as escaped text ("\\- name").
     """
     for listing in reversed(_LISTS_IN_CELLS_XPATH(tree)):  # nested lists first
-        table = next((a for a in listing.iterancestors() if a.tag == "table"), None)
-        if table is None or any(a.tag in ("li", "dd") for a in table.iterancestors()):
-            # a cell outside any table (broken HTML) is no table row; a table in an item is
-            # text there, its lists' items on their lines
+        if not in_cell_of_a_top_table(listing):
             continue
         number = _list_start(listing)
         for item in listing.findall("li"):
@@ -1410,6 +1406,17 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
             item.text = marker + (item.text or "").lstrip()
             item.tag = "p"
         listing.tag = "div"
+
+
+def in_cell_of_a_top_table(element: HtmlElement) -> bool:
+    """Whether `element` is in a table cell, of a table outside list items and ``<dd>``s:
+    where `_lists_in_cells_as_text` writes a list's items on the row's line. A cell outside
+    any table (broken HTML) is no table row; a table in an item is text there, its lists'
+    items on lines of their own. The structural check asks the same of a list item."""
+    table = next((a for a in element.iterancestors() if a.tag == "table"), None)
+    if table is None or not any(a.tag in ("td", "th") for a in element.iterancestors()):
+        return False
+    return not any(a.tag in ("li", "dd") for a in table.iterancestors())
 
 
 def _list_start(listing: HtmlElement) -> int:

@@ -34,6 +34,7 @@ from transforms.ingest.html import (
     NOTE_CLASSES,
     SITE_IN_PARENTHESES,
     SITE_SEPARATORS,
+    in_cell_of_a_top_table,
 )
 
 __all__ = ["KINDS", "Violation", "check_page", "dropped_blocks", "generator_of"]
@@ -217,15 +218,6 @@ def _prose_lines(text: str, tokens: list) -> list[tuple[int, str]]:
 _CELL_ITEM_MARKER = re.compile(r"(?:^|[\s|])(?:•|\d{1,9}\.)[ \t]+$")
 
 
-def _in_cell_of_a_top_table(item: HtmlElement) -> bool:
-    """Whether a list item is in a table cell, of a table outside list items and ``<dd>``s
-    (the job writes a table inside one as text, its items on lines of their own)."""
-    table = next((a for a in item.iterancestors() if a.tag == "table"), None)
-    if table is None or not any(a.tag in ("td", "th") for a in item.iterancestors()):
-        return False
-    return not any(a.tag in ("li", "dd") for a in table.iterancestors())
-
-
 def _occurrences(text: str, needle: str) -> list[int]:
     found, at = [], text.find(needle)
     while at >= 0:
@@ -335,7 +327,7 @@ def check_page(
         # the summary's "Returns a new array of ..."): glued only when no occurrence starts
         # its line
         text = row_text if item.tag == "tr" else prose_text
-        if item.tag == "li" and _in_cell_of_a_top_table(item):
+        if item.tag == "li" and in_cell_of_a_top_table(item):
             # a list in a table cell is written on its row's line (html.py,
             # _lists_in_cells_as_text): each item after its marker, "• " or "3. "
             glued = [
@@ -413,8 +405,8 @@ def count(violations: Iterable[Violation]) -> dict[str, int]:
 # chrome (navigation, headers and footers, sidebars, tables of contents, search boxes)
 _TEXT_BLOCKS = ("p", "li", "dd", "dt", "td", "th", "pre", "blockquote", "caption", *_HEADING_TAGS)
 _CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "script", "style", "noscript"})
-_CHROME_NAMES = re.compile(r"nav|menu|sidebar|breadcrumb|footer|header|toc|related|search", re.I)
-_DIALOG_NAMES = re.compile(r"modal|dialog|search", re.I)
+_CHROME_NAMES = re.compile(r"nav|menu|sidebar|breadcrumb|footer|header|toc|related", re.I)
+_DIALOG_NAMES = re.compile(r"modal|dialog|search", re.I)  # read before the content names
 _CONTENT_NAMES = re.compile(r"(?:^|[\s_-])(?:content|main|document)(?:$|[\s_-])", re.I)
 MIN_BLOCK_CHARS = 60  # shorter blocks (labels, one-word cells) are not counted
 _WORD = re.compile(r"[^\W_]+")
