@@ -470,6 +470,66 @@ def test_inline_code_spans_do_not_run_together():
     assert "Run `maketest`, `x` `y` and *plain* words." in html_to_markdown(page).text
 
 
+def test_a_terms_class_and_name_in_touching_code_are_one_span():
+    # Sphinx writes an attribute's term as the class's code and the name's, each in a
+    # <span class="pre">, touching. Before: "`AppConfig.``name`", one span holding "``"
+    text = _checked("django32-ref-applications.html.gz").text
+    for name in ("name", "label", "verbose_name", "path"):
+        assert f"- `AppConfig.{name}`\n" in text
+    assert not re.search(r"[^`\s]``[^`\s]", text)
+
+
+def test_lines_of_inline_code_in_a_div_stay_lines():
+    # Doxygen's include lines: <code>...</code><br/> in a <div>. Before: one span,
+    # "`#include <cstring>``#include <memory>`", and the next sentence on the line after it
+    text = _checked("jsoncpp195-allocator-h.html.gz").text
+    assert "\n`#include <cstring>`\n\n`#include <memory>`\n" in text
+    assert re.search(r"\n\nGo to the source code of this file\.", text)
+
+
+def _on_a_page_of_paragraphs(block: str) -> str:
+    paragraphs = "".join(
+        "<p>" + " ".join(f"word{i}x{j}" for i in range(80)) + "</p>" for j in range(6)
+    )
+    return html_to_markdown(_page("Blocks", paragraphs + block + "<p>The end.</p>")).text
+
+
+def test_a_divs_own_text_is_kept_and_a_bar_of_links_is_not():
+    # trafilatura keeps a <div>'s own text only on a page of little <p> text: here the
+    # first went whole and the second lost "Run " (the words before its first element)
+    text = _on_a_page_of_paragraphs(
+        '<div>Text with <a href="x.html">a link</a> inside.</div>'
+        "<div>Run <code>make</code> then <code>test</code>.</div>"
+        '<div><a href="a.html">Home</a> | <a href="b.html">Table of contents</a> | '
+        '<a href="c.html">Index</a></div>'
+    )
+    assert "\n\nText with a link inside.\n\nRun `make` then `test`.\n\nThe end." in text
+    assert "Home" not in text and "Index" not in text
+
+
+def test_text_in_divs_on_real_pages():
+    # PostgreSQL's "See Also" (a <div> of its heading and links, "RESET, SHOW") is a bar of
+    # cross-references, left out as before
+    assert "See Also" not in _checked("postgresql15-sql-set.html.gz").text
+    # rustdoc's notes (<div class="stab">) went, and as paragraphs their issue links made the
+    # last methods of the Iterator implementation link boilerplate to trafilatura
+    text = _checked("rust163-std-io-bytes.html.gz").text
+    assert text.count("🔬 This is a nightly-only experimental API.") == 15
+    assert re.search(
+        r"#### fn is_sorted_by_key<F, K>\(self, f: F\) -> bool .*\n\n"
+        r"🔬 This is a nightly-only experimental API\. \(`is_sorted` #53485\)\n\n"
+        r"Checks if the elements of this iterator are sorted using the given key extraction",
+        text,
+    )
+    # Doxygen's code fragment (a div.line to a line) is a code block, its tooltips gone
+    text = _checked("jsoncpp195-class-json-char-reader-builder.html.gz").text
+    assert "Usage:\n\n```\nusing namespace Json;\nCharReaderBuilder builder;\n" in text
+    assert "**Definition:**" not in text
+    # a page of one sentence keeps it, not its navigation bar (Django's "Generic views")
+    text = _checked("django32-topics-http-generic-views.html.gz").text
+    assert text == "# Generic views\n\nSee Built-in class-based views API."
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

@@ -288,11 +288,14 @@ def test_an_item_whose_words_hold_code_is_found_where_it_starts_its_line():
 def test_dropped_blocks_are_the_page_text_the_document_lacks():
     kept = "The ingest service copies documents from the upload bucket into the search index."
     gone = "A task that fails is retried with exponential back-off, at most eight times."
+    # a <div> that holds no block is a block of text too
+    div_text = "Each shard is written to a temporary name and renamed when it is complete."
     html = (
         "<html><head><title>T</title></head><body>"
         "<nav><p>Home, Guides, Reference, Community, Blog, Download, Search, Donate</p></nav>"
         '<div class="sphinxsidebar"><p>Table of contents of this page and of the pages nearby</p>'
         f"</div><main><p>{kept}</p><ul><li>{gone}</li></ul><p>Too short to count.</p>"
+        f"<div>{div_text}</div>"
         "<p>Zero\u200bwidth spaces and soft hy\u00adphens are not words of their own here.</p>"
         "</main></body></html>"
     )
@@ -301,9 +304,9 @@ def test_dropped_blocks_are_the_page_text_the_document_lacks():
     chars, dropped = dropped_blocks(tree, text)
     # the navigation and the sidebar are not counted, nor a block under 60 characters
     zero_width = "Zero\u200bwidth spaces and soft hy\u00adphens are not words of their own here."
-    assert chars == len(kept) + len(gone) + len(zero_width)
-    assert dropped == [gone]
-    assert dropped_blocks(tree, f"{text}\n- {gone}") == (chars, [])
+    assert chars == len(kept) + len(gone) + len(zero_width) + len(div_text)
+    assert dropped == [gone, div_text]
+    assert dropped_blocks(tree, f"{text}\n- {gone}\n\n{div_text}") == (chars, [])
 
 
 def test_dropped_blocks_read_a_content_column_and_line_breaks():

@@ -46,6 +46,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass
 
 import trafilatura
@@ -157,6 +159,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _admonition_titles_are_no_boilerplate(tree)
     _code_captions_are_content(tree)
     _drop_widgets(tree)
+    _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
     _definition_term_links_as_text(tree)
@@ -487,7 +490,11 @@ def _doxygen_layout_as_text(tree: HtmlElement) -> None:
     a list of the members, each with its brief (its "More..." link goes). The title
     (``div.headertitle > div.title``, "Json::Reader Class Reference"; the pages have no
     ``<title>``, and trafilatura titled them by their first member, "◆ Char") becomes the
-    `<h1>` it stands for, and the "◆" permalink before every member's heading goes.
+    `<h1>` it stands for, and the "◆" permalink before every member's heading goes. A code
+    fragment (``div.fragment``, a ``div.line`` to a line) becomes the code block it shows, and
+    the tooltips in it (``div.ttc``: a linked name's declaration and "Definition: config.h:132",
+    shown on hover) go: trafilatura dropped the lines (`_div_text_in_paragraphs`) and wrote
+    the tooltips' "Definition:" lines in their place.
     """
     if not _DOXYGEN_XPATH(tree):
         return
@@ -526,6 +533,20 @@ def _doxygen_layout_as_text(tree: HtmlElement) -> None:
             proto.remove(table)
         block.tail = tables[0].tail
         proto.replace(tables[0], block)
+    for tooltip in tree.xpath("//div[@class='ttc']"):
+        tooltip.drop_tree()
+    for fragment in tree.xpath("//div[@class='fragment']"):
+        lines = [
+            line.text_content().rstrip()
+            for line in fragment.iter("div")
+            if _has_class(line, "line")
+        ]
+        if not any(lines):
+            continue
+        block = fragment.makeelement("pre", {})
+        block.text = "\n".join(lines) + "\n"
+        block.tail = fragment.tail
+        fragment.getparent().replace(fragment, block)
     for table in tree.xpath("//table[@class='memberdecls']"):
         blocks: list[HtmlElement] = []
         items: HtmlElement | None = None
@@ -933,6 +954,21 @@ def _section_body(heading: HtmlElement) -> list[HtmlElement]:
 SHORT_SECTION_CHARS = 300
 
 
+_NOT_SHOWN_AS_TEXT = ("svg", "script", "style", "template", "button")
+
+
+def _shown_text(element: HtmlElement) -> str:
+    """`element`'s text without that of drawings, scripts and buttons (SQLite's syntax
+    diagrams are ``<svg>`` with a ``<text>`` to a label, after a "hide" button)."""
+    if not any(True for _ in element.iter(*_NOT_SHOWN_AS_TEXT)):
+        return element.text_content()
+    copy = deepcopy(element)
+    for hidden in list(copy.iter(*_NOT_SHOWN_AS_TEXT)):
+        if hidden.getparent() is not None:
+            hidden.drop_tree()
+    return copy.text_content()
+
+
 def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
     """The links of a section that is one paragraph, or shorter than SHORT_SECTION_CHARS, as
     their text.
@@ -947,7 +983,8 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
     ``aside``, ``header``, ``footer``, ``role="navigation"``), a paragraph that is all the
     section holds is content. The job keeps no links: only their text is written.
 
-    So is a short section: Javadoc's signature of a method, ``public String nextToken()``
+    So is a short section (drawings aside: SQLite's "Syntax" is labels of syntax diagrams,
+    "upsert-clause:", each a link): Javadoc's signature of a method, ``public String nextToken()``
     (a link on its type), went from sections of under 300 characters (it changes 16 of the
     zoo's 40 Javadoc pages), and a Doxygen member's "Definition at line 38 of file reader.h"
     (two short links) with it. Links to the page's own anchors stay links: a short section
@@ -957,7 +994,7 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
         if _in_navigation(heading):
             continue
         body = _section_body(heading)
-        if sum(len(_plain(el.text_content())) for el in body) < SHORT_SECTION_CHARS:
+        if sum(len(_plain(_shown_text(el))) for el in body) < SHORT_SECTION_CHARS:
             for link in [a for el in body for a in el.iter("a")]:
                 if not (link.get("href") or "").startswith("#"):
                     link.drop_tag()  # not a table of the page's own contents
@@ -1167,7 +1204,9 @@ def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
     replaceable parts (``<em class="replaceable"><code>signal_name</code></em>
     <em ...><code>process_id</code></em>``) read "`signal_name``process_id`" (261 such joins
     on the zoo's DocBook pages, 35 on Doxygen's include lines, PostgreSQL's "`x``::`" in the
-    development set). Found by the listing of page text the document does not hold, whose
+    development set; Sphinx's ``<code><span class="pre">AppConfig.</span></code><code>
+    <span class="pre">name</span></code>``, a term's class and name, 164 on Django's pages).
+    Found by the listing of page text the document does not hold, whose
     words these joins glued (docs/structure.md). Emphasis is no text of code; the span says
     it is code.
     """
@@ -1189,13 +1228,22 @@ def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
             following is not None
             and following.tag in _INLINE_CODE
             and not code.tail
-            and not len(code)
-            and not len(following)
+            and _plain_code(code)
+            and _plain_code(following)
         ):
-            code.text = (code.text or "") + (following.text or "")
+            text = code.text_content() + following.text_content()
+            for child in list(code):
+                code.remove(child)
+            code.text = text
             code.tail = following.tail
             code.getparent().remove(following)
             following = code.getnext()
+
+
+def _plain_code(code: HtmlElement) -> bool:
+    """Whether inline code holds text alone, or text in spans alone (Sphinx's
+    ``<span class="pre">``, which Markdown does not write)."""
+    return all(d.tag == "span" for d in code.iterdescendants())
 
 
 def _inline_code_on_one_line(tree: HtmlElement) -> None:
@@ -1409,14 +1457,15 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
 
 
 def in_cell_of_a_top_table(element: HtmlElement) -> bool:
-    """Whether `element` is in a table cell, of a table outside list items and ``<dd>``s:
+    """Whether `element` is in a table cell, of a table outside list items, ``<dd>``s and
+    block quotes (`_TABLES_AS_LINES_IN`):
     where `_lists_in_cells_as_text` writes a list's items on the row's line. A cell outside
     any table (broken HTML) is no table row; a table in an item is text there, its lists'
     items on lines of their own. The structural check asks the same of a list item."""
     table = next((a for a in element.iterancestors() if a.tag == "table"), None)
     if table is None or not any(a.tag in ("td", "th") for a in element.iterancestors()):
         return False
-    return not any(a.tag in ("li", "dd") for a in table.iterancestors())
+    return not any(a.tag in _TABLES_AS_LINES_IN for a in table.iterancestors())
 
 
 def _list_start(listing: HtmlElement) -> int:
@@ -1427,8 +1476,13 @@ def _list_start(listing: HtmlElement) -> int:
         return 1
 
 
+# where trafilatura writes a table as one run of text, and the job writes a row to a line
+_TABLES_AS_LINES_IN = ("li", "dd", "blockquote")
+
+
 def _tables_in_items_as_lines(tree: HtmlElement) -> None:
-    """A table inside a list item or a ``<dd>`` as a paragraph per row, cells joined by " | ".
+    """A table inside a list item, a ``<dd>`` or a block quote as a paragraph per row, cells
+    joined by " | ".
 
     trafilatura writes a list item's content on its lines and a table there as one run of
     text: Sphinx's table of transform priorities inside the ``<dd>`` of
@@ -1436,12 +1490,15 @@ def _tables_in_items_as_lines(tree: HtmlElement) -> None:
     nodes by docutils. ... 900-999 Finalize and clean up.``, its rows glued (19 of the zoo's
     Sphinx "list" violations). Each row is now a line of the item (``0-99 | Fix invalid nodes
     by docutils. Translate a doctree.``), the caption a line before them. A table whose cells
-    hold lists or code is left as it was: its text would lose their lines.
+    hold lists or code is left as it was: its text would lose their lines. SQLite indents
+    tables with ``<blockquote>`` (the strftime() substitutions, "%d day of month: 00 %f
+    fractional seconds: SS.SSS ...", on one line: 27 "list" violations of the development
+    set's SQLite pages).
     """
     for table in reversed(list(tree.iter("table"))):  # inner tables first
         if table.getparent() is None:
             continue
-        if not any(a.tag in ("li", "dd") for a in table.iterancestors()):
+        if not any(a.tag in _TABLES_AS_LINES_IN for a in table.iterancestors()):
             continue
         if next(table.iter("ul", "ol", "dl", "pre"), None) is not None:
             continue  # a cell of lists or code (Django's field lists): its lines are its own
@@ -1462,6 +1519,99 @@ def _is_block(el: HtmlElement) -> bool:
     return el.tag in _BLOCK_TAGS or any(d.tag in _BLOCK_TAGS for d in el.iterdescendants())
 
 
+def _div_text_in_paragraphs(tree: HtmlElement) -> None:
+    """The text a ``<div>`` holds itself (not in a ``<p>`` or another block), each run of it
+    and its inline children in a ``<p>`` inside the ``<div>``.
+
+    trafilatura keeps a ``<div>``'s own text only while the page has little ``<p>`` text
+    (main_extractor._extract: ``div`` is a potential tag only then); on a page of paragraphs
+    ``<div>Text with <a>a link</a> inside.</div>`` went whole and ``<div>Run <code>make
+    </code> then ...`` lost "Run ", the words before its first inline element. Doxygen's file
+    pages list their includes so (``<div class="textblock"><code>#include ...</code><br/>``,
+    written "`#include <cstring>``#include <memory>`", one code span). The ``<div>`` stays, with
+    its class and id, for trafilatura's boilerplate rules; a ``<div>`` inside ``<pre>``, a
+    table cell's, one of blocks alone and one whose words are more in links than outside them
+    (`_holds_text_itself`) are left as they are. The paragraphs' links are text, as the job
+    writes every link: to trafilatura's link-density test rustdoc's one-line notes
+    ("🔬 This is a nightly-only experimental API. (`is_sorted` #53485)", the number a link)
+    made the last methods of an implementation boilerplate, and they went.
+    """
+    for div in list(tree.iter("div")):
+        if not (_in_pre(div) or _in_cell(div)) and _holds_text_itself(div):
+            _runs_as_paragraphs(div, _is_container, links_as_text=True)
+
+
+def _runs_as_paragraphs(
+    div: HtmlElement, is_block: Callable[[HtmlElement], bool], links_as_text: bool = False
+) -> None:
+    """Each run of `div`'s text and inline children (between its `is_block` children) in a
+    ``<p>`` of its own, in place; with `links_as_text` the paragraphs' links become text."""
+    children: list[HtmlElement] = []
+
+    def end_run(text: str | None, run: list[HtmlElement]) -> None:
+        if (text or "").strip() or any(c.text_content().strip() for c in run):
+            paragraph = div.makeelement("p", {})
+            paragraph.text = text
+            paragraph.extend(run)  # moves them, tails included
+            if links_as_text:
+                for link in list(paragraph.iter("a")):
+                    link.drop_tag()
+            children.append(paragraph)
+
+    text, run = div.text, []  # a run of text and inline children
+    div.text = None
+    for child in list(div):
+        if isinstance(child.tag, str) and is_block(child):
+            end_run(text, run)
+            text, run = child.tail, []
+            child.tail = None
+            children.append(child)
+        else:
+            run.append(child)
+    end_run(text, run)
+    for child in list(div):
+        div.remove(child)
+    div.extend(children)
+
+
+# What a <p> cannot hold: blocks, and the page's landmarks and list or table parts
+_CONTAINERS = _BLOCK_TAGS | {
+    *("nav", "header", "footer", "aside", "main", "figure", "figcaption", "form", "fieldset"),
+    *("address", "center", "hr", "li", "dd", "dt", "tr", "td", "th", "thead", "tbody", "tfoot"),
+    *("caption", "noscript", "iframe", "video", "audio", "canvas", "svg", "math", "object"),
+}
+
+
+_WORD = re.compile(r"\w+")
+_NO_TEXT = frozenset({"script", "style", "template", "noscript", "input", "select", "button"})
+
+
+def _is_container(el: HtmlElement) -> bool:
+    return el.tag in _CONTAINERS or any(d.tag in _CONTAINERS for d in el.iterdescendants())
+
+
+def _in_cell(el: HtmlElement) -> bool:
+    return any(a.tag in ("td", "th") for a in el.iterancestors())
+
+
+def _holds_text_itself(div: HtmlElement) -> bool:
+    """Whether `div` has words of its own or in inline children (outside any block child), at
+    least half as many outside links as in them (Javadoc's "Package org.junit", the package a
+    link): a bar of links ("Home | Table of contents | Index", "« previous | up | next »") or
+    of cross-references (PostgreSQL's "See Also": "BEGIN, COMMIT, ROLLBACK") is left to
+    trafilatura, which takes such text for navigation on a page of paragraphs."""
+    text, linked = [div.text or ""], []
+    for child in div:
+        if isinstance(child.tag, str) and not _is_container(child) and child.tag not in _NO_TEXT:
+            text.append(child.text_content())
+            links = [child] if child.tag == "a" else child.iter("a")
+            linked.extend(a.text_content() for a in links)
+        text.append(child.tail or "")
+    words = len(_WORD.findall(" ".join(text)))
+    in_links = len(_WORD.findall(" ".join(linked)))
+    return words > in_links and 2 * (words - in_links) >= in_links
+
+
 def _div_text_as_paragraphs(div: HtmlElement) -> None:
     """A ``<div>`` of text and inline markup as a ``<p>``; in one that also holds blocks, each
     run of its text and inline children as a ``<p>`` of its own (Javadoc's ``div.block``:
@@ -1471,29 +1621,7 @@ def _div_text_as_paragraphs(div: HtmlElement) -> None:
     if not any(d.tag in _BLOCK_TAGS for d in div.iterdescendants()):
         div.tag = "p"
         return
-    children: list[HtmlElement] = []
-    text, run = div.text, []  # a run of text and inline children
-    div.text = None
-
-    def end_run() -> None:
-        if (text or "").strip() or any(c.text_content().strip() for c in run):
-            paragraph = div.makeelement("p", {})
-            paragraph.text = text
-            paragraph.extend(run)  # moves them, tails included
-            children.append(paragraph)
-
-    for child in list(div):
-        if isinstance(child.tag, str) and _is_block(child):
-            end_run()
-            text, run = child.tail, []
-            child.tail = None
-            children.append(child)
-        else:
-            run.append(child)
-    end_run()
-    for child in list(div):
-        div.remove(child)
-    div.extend(children)
+    _runs_as_paragraphs(div, _is_block)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:

@@ -173,6 +173,10 @@ def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
     return headings, set()
 
 
+# elements whose text is no text of the page: drawings, scripts and buttons
+_NOT_TEXT = frozenset({"svg", "script", "style", "template", "button"})
+
+
 def _heading_content(tree: HtmlElement) -> dict[str, int]:
     """For each heading's normalized text, the characters of text up to the next heading; of
     several headings of one text, the least (rustdoc's sidebar repeats "Blanket
@@ -190,9 +194,11 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
         if node.tag in _HEADING_TAGS:
             sections.append([_heading_of(node), len((node.tail or "").strip())])
             continue
-        if not sections or any(a.tag in _HEADING_TAGS for a in node.iterancestors()):
-            continue
-        if node.tag in ("script", "style"):
+        if not sections or any(
+            a.tag in _HEADING_TAGS or a.tag in _NOT_TEXT for a in node.iterancestors()
+        ):
+            continue  # a heading's text, a drawing's (SQLite's syntax diagrams) or a script's
+        if node.tag in _NOT_TEXT:
             continue
         tail = len((node.tail or "").strip())
         if node in in_page or any(a in in_page for a in node.iterancestors("a")):
@@ -403,9 +409,17 @@ def count(violations: Iterable[Violation]) -> dict[str, int]:
 
 # What `dropped_blocks` reads: the page's blocks that hold text and no other block, outside its
 # chrome (navigation, headers and footers, sidebars, tables of contents, search boxes)
-_TEXT_BLOCKS = ("p", "li", "dd", "dt", "td", "th", "pre", "blockquote", "caption", *_HEADING_TAGS)
+# a <div> that holds no other block is one too: trafilatura keeps a <div>'s own text only on a
+# page of little <p> text (transforms.ingest.html._div_text_in_paragraphs)
+_TEXT_BLOCKS = (
+    *("p", "li", "dd", "dt", "td", "th", "pre", "blockquote", "caption", "div"),
+    *_HEADING_TAGS,
+)
 _CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "script", "style", "noscript"})
-_CHROME_NAMES = re.compile(r"nav|menu|sidebar|breadcrumb|footer|header|toc|related", re.I)
+# Doxygen's tooltips (div.ttc: a linked name's declaration, shown on hover) are chrome too
+_CHROME_NAMES = re.compile(
+    r"nav|menu|sidebar|breadcrumb|footer|header|toc|related|tooltip|(?:^|\s)ttc(?:$|\s)", re.I
+)
 _DIALOG_NAMES = re.compile(r"modal|dialog|search", re.I)  # read before the content names
 _CONTENT_NAMES = re.compile(r"(?:^|[\s_-])(?:content|main|document)(?:$|[\s_-])", re.I)
 MIN_BLOCK_CHARS = 60  # shorter blocks (labels, one-word cells) are not counted
@@ -442,11 +456,14 @@ def _is_chrome(element: HtmlElement) -> bool:
 
 def _text_with_breaks(element: HtmlElement) -> str:
     """An element's text with a space for each ``<br>`` (PostgreSQL's synopsis terms,
-    "SUPERUSER<br>NOSUPERUSER", are alternatives, not one word)."""
+    "SUPERUSER<br>NOSUPERUSER", are alternatives, not one word), without the text of drawings
+    and scripts (SQLite's syntax diagrams are ``<svg>`` with ``<text>`` labels)."""
     out = [element.text or ""]
     for child in element:
         if child.tag == "br":
             out.append(" ")
+        elif child.tag in _NOT_TEXT:
+            pass
         elif isinstance(child.tag, str):
             out.append(_text_with_breaks(child))
         out.append(child.tail or "")
