@@ -715,7 +715,10 @@ class MarkdownChunker(Chunker):
                         )
                 end, path, bare_heading = sec_end, merged, False
                 members.append(section.path)
-                open_unit = section.unit
+                # a chunk that holds a definition's last piece stays in that definition's
+                # section whatever joins it after the piece (JsonCpp's `setDefaults` remark,
+                # a code block cut in three, then the text after the remark)
+                open_unit = section.unit or open_unit
                 continue
             if (
                 not carry
