@@ -493,8 +493,9 @@ def _doxygen_layout_as_text(tree: HtmlElement) -> None:
     `<h1>` it stands for, and the "◆" permalink before every member's heading goes. A code
     fragment (``div.fragment``, a ``div.line`` to a line) becomes the code block it shows, and
     the tooltips in it (``div.ttc``: a linked name's declaration and "Definition: config.h:132",
-    shown on hover) go: trafilatura dropped the lines (`_div_text_in_paragraphs`) and wrote
-    the tooltips' "Definition:" lines in their place.
+    shown on hover) go: trafilatura dropped the lines and wrote the tooltips' "Definition:"
+    lines in their place (and as paragraphs, `_div_text_in_paragraphs`, the lines would be
+    no code).
     """
     if not _DOXYGEN_XPATH(tree):
         return
@@ -954,16 +955,17 @@ def _section_body(heading: HtmlElement) -> list[HtmlElement]:
 SHORT_SECTION_CHARS = 300
 
 
-_NOT_SHOWN_AS_TEXT = ("svg", "script", "style", "template", "button")
+# elements whose text a reader does not see as the page's text: drawings, scripts, controls
+NOT_TEXT = ("svg", "script", "style", "template", "noscript", "button", "input", "select")
 
 
 def _shown_text(element: HtmlElement) -> str:
     """`element`'s text without that of drawings, scripts and buttons (SQLite's syntax
     diagrams are ``<svg>`` with a ``<text>`` to a label, after a "hide" button)."""
-    if not any(True for _ in element.iter(*_NOT_SHOWN_AS_TEXT)):
+    if not any(True for _ in element.iter(*NOT_TEXT)):
         return element.text_content()
     copy = deepcopy(element)
-    for hidden in list(copy.iter(*_NOT_SHOWN_AS_TEXT)):
+    for hidden in list(copy.iter(*NOT_TEXT)):
         if hidden.getparent() is not None:
             hidden.drop_tree()
     return copy.text_content()
@@ -1530,9 +1532,9 @@ def _div_text_in_paragraphs(tree: HtmlElement) -> None:
     pages list their includes so (``<div class="textblock"><code>#include ...</code><br/>``,
     written "`#include <cstring>``#include <memory>`", one code span). The ``<div>`` stays, with
     its class and id, for trafilatura's boilerplate rules; a ``<div>`` inside ``<pre>``, a
-    table cell's, one of blocks alone and one whose words are more in links than outside them
-    (`_holds_text_itself`) are left as they are. The paragraphs' links are text, as the job
-    writes every link: to trafilatura's link-density test rustdoc's one-line notes
+    table cell's, one of blocks alone and one whose words in links are more than twice those
+    outside them (`_holds_text_itself`) are left as they are. The paragraphs' links are
+    text, as the job writes every link: to trafilatura's link-density test rustdoc's one-line notes
     ("🔬 This is a nightly-only experimental API. (`is_sorted` #53485)", the number a link)
     made the last methods of an implementation boilerplate, and they went.
     """
@@ -1583,7 +1585,6 @@ _CONTAINERS = _BLOCK_TAGS | {
 
 
 _WORD = re.compile(r"\w+")
-_NO_TEXT = frozenset({"script", "style", "template", "noscript", "input", "select", "button"})
 
 
 def _is_container(el: HtmlElement) -> bool:
@@ -1602,7 +1603,7 @@ def _holds_text_itself(div: HtmlElement) -> bool:
     trafilatura, which takes such text for navigation on a page of paragraphs."""
     text, linked = [div.text or ""], []
     for child in div:
-        if isinstance(child.tag, str) and not _is_container(child) and child.tag not in _NO_TEXT:
+        if isinstance(child.tag, str) and not _is_container(child) and child.tag not in NOT_TEXT:
             text.append(child.text_content())
             links = [child] if child.tag == "a" else child.iter("a")
             linked.extend(a.text_content() for a in links)

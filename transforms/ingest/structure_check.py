@@ -31,6 +31,7 @@ from lxml.html import HtmlElement
 
 from transforms.ingest.html import (
     NAVIGATION_BUTTON_WORDS,
+    NOT_TEXT,
     NOTE_CLASSES,
     SITE_IN_PARENTHESES,
     SITE_SEPARATORS,
@@ -173,8 +174,7 @@ def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
     return headings, set()
 
 
-# elements whose text is no text of the page: drawings, scripts and buttons
-_NOT_TEXT = frozenset({"svg", "script", "style", "template", "button"})
+_NOT_TEXT = frozenset(NOT_TEXT)  # drawings, scripts and controls: no text of the page
 
 
 def _heading_content(tree: HtmlElement) -> dict[str, int]:
