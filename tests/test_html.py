@@ -233,6 +233,9 @@ def test_other_metadata() -> None:
     assert sphinx.language == "en"  # <html lang="en">
     assert sphinx.url == "https://www.sphinx-doc.org/en/master/usage/extensions/todo.html"
     assert extracted("lang_transaction.html").date == "2020-07-09"  # "last modified on 2020-07-09"
+    # its footer's "Copyright 2007-2023" is no date of the page (htmldate's extensive search
+    # made it 2023-01-01)
+    assert sphinx.date is None
     vacuum = extracted("sql-vacuum.html")
     assert (vacuum.url, vacuum.date, vacuum.language) == (None, None, None)
 
