@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from transforms.ingest.html import HtmlExtraction, _wrap_body_in_main, html_to_markdown
 
@@ -309,3 +310,22 @@ def test_fast_enough() -> None:
         html_to_markdown(raw)
     per_page = (time.perf_counter() - start) / len(pages)
     assert per_page < 0.5, f"{per_page * 1000:.0f} ms per page"  # ~20 ms here; generous for CI
+
+
+def test_shown_text_skips_drawings_and_reads_any_depth() -> None:
+    from lxml.html import fragment_fromstring
+
+    from transforms.ingest.html import shown_text
+
+    element = fragment_fromstring(
+        "<p>A <b>label</b>:<svg><text>diagram</text></svg> one<br>two"
+        "<script>var x</script><!-- note --> end</p>"
+    )
+    assert shown_text(element) == "A label: onetwo end"
+    assert shown_text(element, " ") == "A label: one two end"
+    # deeper than Python's recursion limit (a page may nest 2,048 elements, HUGE_DEPTH_LIMIT)
+    root = node = fragment_fromstring("<div>top</div>")
+    for _ in range(3000):
+        node = etree.SubElement(node, "div")
+    node.text = "deep"
+    assert shown_text(root) == "topdeep"

@@ -47,7 +47,6 @@ import functools
 import logging
 import re
 from collections.abc import Callable
-from copy import deepcopy
 from dataclasses import dataclass
 
 import trafilatura
@@ -961,19 +960,30 @@ SHORT_SECTION_CHARS = 300
 
 
 # elements whose text a reader does not see as the page's text: drawings, scripts, controls
-NOT_TEXT = ("svg", "script", "style", "template", "noscript", "button", "input", "select")
+NOT_TEXT = frozenset(
+    {"svg", "script", "style", "template", "noscript", "button", "input", "select"}
+)
 
 
-def _shown_text(element: HtmlElement) -> str:
-    """`element`'s text without that of drawings, scripts and buttons (SQLite's syntax
-    diagrams are ``<svg>`` with a ``<text>`` to a label, after a "hide" button)."""
-    if not any(True for _ in element.iter(*NOT_TEXT)):
-        return element.text_content()
-    copy = deepcopy(element)
-    for hidden in list(copy.iter(*NOT_TEXT)):
-        if hidden.getparent() is not None:
-            hidden.drop_tree()
-    return copy.text_content()
+def shown_text(element: HtmlElement, line_break: str = "") -> str:
+    """`element`'s text without that of drawings, scripts and controls (`NOT_TEXT`: SQLite's
+    syntax diagrams are ``<svg>`` with a ``<text>`` to a label, after a "hide" button), each
+    ``<br>`` written as `line_break`. Walked with a stack, not recursion: a page may nest
+    deeper than Python's recursion limit (`HUGE_DEPTH_LIMIT`)."""
+    out = [element.text or ""]
+    stack = [(child, False) for child in reversed(element)]
+    while stack:
+        node, read = stack.pop()
+        if read:
+            out.append(node.tail or "")
+            continue
+        stack.append((node, True))
+        if node.tag == "br":
+            out.append(line_break)
+        elif isinstance(node.tag, str) and node.tag not in NOT_TEXT:
+            out.append(node.text or "")
+            stack.extend((child, False) for child in reversed(node))
+    return "".join(out)
 
 
 def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
@@ -1001,7 +1011,7 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
         if _in_navigation(heading):
             continue
         body = _section_body(heading)
-        if sum(len(_plain(_shown_text(el))) for el in body) < SHORT_SECTION_CHARS:
+        if sum(len(_plain(shown_text(el))) for el in body) < SHORT_SECTION_CHARS:
             for link in [a for el in body for a in el.iter("a")]:
                 if not (link.get("href") or "").startswith("#"):
                     link.drop_tag()  # not a table of the page's own contents
@@ -1470,7 +1480,7 @@ def in_cell_of_a_top_table(element: HtmlElement) -> bool:
     any table (broken HTML) is no table row; a table in an item is text there, its lists'
     items on lines of their own. The structural check asks the same of a list item."""
     table = next((a for a in element.iterancestors() if a.tag == "table"), None)
-    if table is None or not any(a.tag in ("td", "th") for a in element.iterancestors()):
+    if table is None or not in_cell(element):
         return False
     return not any(a.tag in _TABLES_AS_LINES_IN for a in table.iterancestors())
 
@@ -1544,7 +1554,7 @@ def _div_text_in_paragraphs(tree: HtmlElement) -> None:
     made the last methods of an implementation boilerplate, and they went.
     """
     for div in list(tree.iter("div")):
-        if not (_in_pre(div) or _in_cell(div)) and _holds_text_itself(div):
+        if not (_in_pre(div) or in_cell(div)) and _holds_text_itself(div):
             _runs_as_paragraphs(div, _is_container, links_as_text=True)
 
 
@@ -1596,8 +1606,9 @@ def _is_container(el: HtmlElement) -> bool:
     return el.tag in _CONTAINERS or any(d.tag in _CONTAINERS for d in el.iterdescendants())
 
 
-def _in_cell(el: HtmlElement) -> bool:
-    return any(a.tag in ("td", "th") for a in el.iterancestors())
+def in_cell(element: HtmlElement) -> bool:
+    """Whether `element` is inside a table cell."""
+    return any(a.tag in ("td", "th") for a in element.iterancestors())
 
 
 def _holds_text_itself(div: HtmlElement) -> bool:
@@ -1650,7 +1661,7 @@ def _preformatted_as_code(tree: HtmlElement) -> None:
     """
     for pre in list(tree.iter("pre")):
         text = pre.text_content()
-        if any(a.tag in ("td", "th") for a in pre.iterancestors()):
+        if in_cell(pre):
             if not text.strip():
                 pre.drop_tree()  # keeps its tail
                 continue

@@ -35,7 +35,9 @@ from transforms.ingest.html import (
     NOTE_CLASSES,
     SITE_IN_PARENTHESES,
     SITE_SEPARATORS,
+    in_cell,
     in_cell_of_a_top_table,
+    shown_text,
 )
 
 __all__ = ["KINDS", "Violation", "check_page", "dropped_blocks", "generator_of"]
@@ -174,9 +176,6 @@ def _page_headings(tree: HtmlElement) -> tuple[set[str], set[str]]:
     return headings, set()
 
 
-_NOT_TEXT = frozenset(NOT_TEXT)  # drawings, scripts and controls: no text of the page
-
-
 def _heading_content(tree: HtmlElement) -> dict[str, int]:
     """For each heading's normalized text, the characters of text up to the next heading; of
     several headings of one text, the least (rustdoc's sidebar repeats "Blanket
@@ -195,10 +194,10 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
             sections.append([_heading_of(node), len((node.tail or "").strip())])
             continue
         if not sections or any(
-            a.tag in _HEADING_TAGS or a.tag in _NOT_TEXT for a in node.iterancestors()
+            a.tag in _HEADING_TAGS or a.tag in NOT_TEXT for a in node.iterancestors()
         ):
             continue  # a heading's text, a drawing's (SQLite's syntax diagrams) or a script's
-        if node.tag in _NOT_TEXT:
+        if node.tag in NOT_TEXT:
             continue
         tail = len((node.tail or "").strip())
         if node in in_page or any(a in in_page for a in node.iterancestors("a")):
@@ -292,7 +291,7 @@ def check_page(
         body = _squeeze(pre.text_content())
         if len(body) < 8:
             continue
-        if any(a.tag in ("td", "th") for a in pre.iterancestors()) and body in spans:
+        if in_cell(pre) and body in spans:
             continue
         if body in squeezed_text and body not in fenced_all:
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
@@ -454,22 +453,6 @@ def _is_chrome(element: HtmlElement) -> bool:
     return False
 
 
-def _text_with_breaks(element: HtmlElement) -> str:
-    """An element's text with a space for each ``<br>`` (PostgreSQL's synopsis terms,
-    "SUPERUSER<br>NOSUPERUSER", are alternatives, not one word), without the text of drawings
-    and scripts (SQLite's syntax diagrams are ``<svg>`` with ``<text>`` labels)."""
-    out = [element.text or ""]
-    for child in element:
-        if child.tag == "br":
-            out.append(" ")
-        elif child.tag in _NOT_TEXT:
-            pass
-        elif isinstance(child.tag, str):
-            out.append(_text_with_breaks(child))
-        out.append(child.tail or "")
-    return "".join(out)
-
-
 def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
     """The characters of the page's text blocks, and those blocks whose text the document
     `text` does not hold: under half of a block's runs of four words are in the text.
@@ -486,7 +469,9 @@ def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
     for block in tree.iter(*_TEXT_BLOCKS):
         if next(block.iterdescendants(*_TEXT_BLOCKS), None) is not None or _is_chrome(block):
             continue
-        plain = _plain(_text_with_breaks(block))
+        # a <br> parts words: PostgreSQL's synopsis terms, "SUPERUSER<br>NOSUPERUSER", are
+        # alternatives, not one word
+        plain = _plain(shown_text(block, " "))
         shingles = _shingles(plain)
         if len(plain) < MIN_BLOCK_CHARS or not shingles:
             continue
