@@ -387,6 +387,7 @@ def doxygen(root: str, corpus: str, n: int | None = None) -> list[dict]:
 
 PAIR_ANSWER_WORDS = 40
 _PRODUCT_WORDS = re.compile(r"(?i)caml|idl\b|freefem|gfem")
+_LETTER = re.compile(r"[^\W\d_]")
 _HEADING_NUMBER = re.compile(r"^([Cc]hapter\s+)?(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 
 
@@ -419,20 +420,23 @@ def section_passages(path: str) -> list[tuple[str, str]]:
     return out
 
 
-def pdf_pair(pairs: str, corpus: str, pdf_text: str) -> tuple[list[dict], list[dict]]:
+def pdf_pair(
+    pairs: str, corpus: str, pdf_text: str, product: re.Pattern[str] = _PRODUCT_WORDS
+) -> tuple[list[dict], list[dict]]:
     """Questions on a manual's sections, once with the HTML page as the answer's source and
     once with the PDF (the same id, so the same half): "What does the manual say about
-    Lexical conventions?". Kept when the heading does not name the product, the passage has
-    WORDS_MIN words or more, and its words occur in `pdf_text` (the PDF's extracted text)."""
+    Lexical conventions?". Kept when the heading has a letter (texi2any's footnotes are
+    headed "(59)"), does not name the product (`product`), the passage has WORDS_MIN words
+    or more, and its words occur in `pdf_text` (the PDF's extracted text)."""
     html_out, pdf_out, seen = [], [], set()
     pdf_key = _words_key(pdf_text)
     (pdf_name,) = os.listdir(os.path.join(pairs, "pdf", corpus))
     for path in sorted(glob.glob(os.path.join(pairs, "html", corpus, "*.html"))):
         for heading, answer in section_passages(path):
             if (
-                not heading
+                not _LETTER.search(heading)
                 or heading.lower() in ("contents", "index", "remark:")
-                or _PRODUCT_WORDS.search(heading)
+                or product.search(heading)
                 or heading.lower() in seen
                 or len(answer.split()) < WORDS_MIN
                 or _words_key(answer) not in pdf_key
@@ -466,8 +470,8 @@ def _write(path: str, records: list[dict]) -> None:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def pair_questions(pairs: str, out: str) -> None:
-    """OUT/html.jsonl and OUT/pdf.jsonl: every pair's questions, by form."""
+def pair_questions(pairs: str, out: str, product: re.Pattern[str] = _PRODUCT_WORDS) -> None:
+    """OUT/html.jsonl and OUT/pdf.jsonl: every pair's questions, by form (`pdf_pair`)."""
     from transforms.ingest.pdf import pdf_to_paged_text
 
     os.makedirs(out, exist_ok=True)
@@ -476,7 +480,7 @@ def pair_questions(pairs: str, out: str) -> None:
         (pdf,) = glob.glob(os.path.join(pairs, "pdf", corpus, "*.pdf"))
         with open(pdf, "rb") as f:
             text = pdf_to_paged_text(f.read()).text
-        html, pdf_records = pdf_pair(pairs, corpus, text)
+        html, pdf_records = pdf_pair(pairs, corpus, text, product)
         by_form["html"] += html
         by_form["pdf"] += pdf_records
         print(f"{corpus}: {len(html)} questions")

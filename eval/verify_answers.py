@@ -75,16 +75,24 @@ def check(question_files: Sequence[str], root: str) -> list[str]:
                         f"{question_file}:{number} ({record['id']}): split {record['split']!r}, "
                         f"its id hashes to {split_of(record['id'])!r}"
                     )
-                for i, answer in enumerate(record["answers"]):
-                    where = f"{question_file}:{number} ({record['id']}) answers[{i}]"
-                    path = os.path.join(root, answer["source"])
-                    if not os.path.isfile(path):
-                        problems.append(f"{where}: no document {path}")
-                    elif path.endswith(".pdf"):
-                        if _words(answer["text"]) not in _pdf_words(path):
-                            problems.append(f"{where}: its words are not in {answer['source']}")
-                    elif normalise(answer["text"]) not in _document(path):
-                        problems.append(f"{where}: not a passage of {answer['source']}")
+                where = f"{question_file}:{number} ({record['id']}) "
+                problems += [where + p for p in answer_problems(record, root)]
+    return problems
+
+
+def answer_problems(record: dict, root: str) -> list[str]:
+    """What is wrong with the answers of one question record (empty when each is a passage
+    of its document under `root`; a PDF's answer by its words in the extracted text)."""
+    problems = []
+    for i, answer in enumerate(record["answers"]):
+        path = os.path.join(root, answer["source"])
+        if not os.path.isfile(path):
+            problems.append(f"answers[{i}]: no document {path}")
+        elif path.endswith(".pdf"):
+            if _words(answer["text"]) not in _pdf_words(path):
+                problems.append(f"answers[{i}]: its words are not in {answer['source']}")
+        elif normalise(answer["text"]) not in _document(path):
+            problems.append(f"answers[{i}]: not a passage of {answer['source']}")
     return problems
 
 
