@@ -370,6 +370,32 @@ def test_a_section_named_comments_is_kept():
     assert "[ << ]" not in text
 
 
+def test_a_texinfo_node_named_with_a_boilerplate_word_is_kept():
+    # texi2any names a section by its node: the heading without its number. A node whose name
+    # holds one of trafilatura's boilerplate words ("comment", "share", "menu", "tags") was
+    # pruned whole, heading and text: GNU Octave's "Comments and the Help System", Bash's
+    # "Comments", Autoconf's "Comments in Make Rules"
+    text = _checked("octave73-comments-and-the-help-system.html.gz").text
+    # Before: no text at all
+    assert text.startswith("#### 2.7.3 Comments and the Help System\n\nThe `help` command")
+    assert "# usage: f (x, t)\n" in text and "Previous:" not in text
+    # an appendix's lettered number, the node's name in another case, the button bar first
+    page = (
+        '<html><body><div class="appendixsubsec" id="Shared-BLAS"><div class="header"><p>'
+        'Previous: <a href="#MKL" rel="prev">Intel MKL</a>, Up: <a href="#BLAS" rel="up">BLAS'
+        '</a></p></div><span id="Shared-BLAS-1"></span><h4 class="appendixsubsec">A.3.1.4 '
+        "Shared BLAS</h4><p>The BLAS library will be used for many of the add-on packages as "
+        "well as for the program itself, so a shared library is better.</p></div>"
+        "<p>Another paragraph of the page, long enough to be its content, and then some.</p>"
+        "</body></html>"
+    )
+    text = html_to_markdown(page).text
+    assert "A.3.1.4 Shared BLAS\n\nThe BLAS library will be used for many" in text
+    # an id that is no heading's node still counts as boilerplate
+    shared = page.replace('id="Shared-BLAS"', 'id="share-buttons"')
+    assert "The BLAS library" not in html_to_markdown(shared).text
+
+
 def test_text_that_shows_escaped_html_keeps_its_entities():
     # trafilatura's Markdown ends with html.unescape of text that lxml had unescaped already
     text = _checked("django32-ref-templates-language.html.gz").text

@@ -54,6 +54,7 @@ from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring, fragment_fromstring
 
 from transforms.ingest.definitions import definitions_as_units, ends_off_fences, mark_definitions
+from transforms.ingest.layout import SECTION_NUMBER
 from transforms.ingest.trafilatura_markdown import fences_alone, without_escapes
 
 try:  # the very expressions trafilatura uses to find a content container
@@ -607,15 +608,22 @@ def _is_section_of_content(element: HtmlElement) -> bool:
     anchor of the heading it opens with (``<section id="primary-comparison-expressions"><h3>
     Primary Comparison Expressions</h3>``), or it is a ``div.section`` with an id that opens
     with a heading (docutils' HTML4 writer; Django's theme prefixes the ids, ``<div
-    class="section" id="s-template-tags"><span id="template-tags"></span><h3>``)."""
+    class="section" id="s-template-tags"><span id="template-tags"></span><h3>``). texi2any
+    names a section by its node, which is the heading without its number (``<div
+    class="subsection" id="Comments">`` ... ``<h4>3.1.3 Comments</h4>``, the button bar
+    before the heading gone by now), in any case."""
     own = element.get("id")
     heading = _opening_heading(element)
     if not own or heading is None:
         return False
     if element.tag == "div" and _has_class(element, "section"):
         return True
-    slug = _SLUG_SEPARATORS.sub("-", _plain(heading.text_content()).lower()).strip("-")
-    return bool(slug) and own == slug
+    text = _plain(heading.text_content())
+    return own.lower() in {_slug(text), _slug(SECTION_NUMBER.sub("", text, count=1))} - {""}
+
+
+def _slug(text: str) -> str:
+    return _SLUG_SEPARATORS.sub("-", text.lower()).strip("-")
 
 
 def _sections_are_no_containers(tree: HtmlElement) -> None:

@@ -171,7 +171,7 @@ _INDEX_LINE = re.compile(r"(?<=\D)[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([
 _VERSION_LINE = re.compile(r"(?i)(version|release|revision|rev\.|v\.?)\s*\d+(\.\d+)*[a-z]?")
 _TRAILING_NUMBER = re.compile(r"(\d{1,4})$")
 _OTHER_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w.])")
-_SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
+SECTION_NUMBER = re.compile(r"^\s*(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s+")
 _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
 _FIRST_WORD = re.compile(r"([a-z]+)")
@@ -264,7 +264,7 @@ def _contents_numbers(lines: Sequence[Line]) -> bool:
         if m is None:
             continue
         numbers.append(int(m.group(1)))
-        entry = _SECTION_NUMBER.sub("", text[: m.start()], count=1)
+        entry = SECTION_NUMBER.sub("", text[: m.start()], count=1)
         if _OTHER_NUMBER.search(entry):
             rows_of_numbers += 1
     if len(numbers) < 2:
@@ -427,7 +427,7 @@ def outline_headings(
                         break
                     got += _match_key(lines[i + span - 1].text)
                     raw_text += " " + lines[i + span - 1].text
-                    unnumbered = _match_key(_SECTION_NUMBER.sub("", raw_text, count=1))
+                    unnumbered = _match_key(SECTION_NUMBER.sub("", raw_text, count=1))
                     if want in (got, unnumbered):
                         first, span = i, span
                         if i > 0 and _CHAPTER.fullmatch(lines[i - 1].text.strip()):
