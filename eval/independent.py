@@ -21,7 +21,8 @@ away on the same pages.
   as the answers' source), pdf-pypdf-langchain-256 and pdf-langchain-256.
 
 CACHE holds the packages (debs/, unpacked/), the corpora (python/, r/pdf/, r/html/) and the
-questions; RUNS (default CACHE/runs) the runs, results.md and results.json. About 30 minutes
+questions; RUNS (default CACHE/runs) the runs, and results.md and results.json of the checks
+run (in RUNS/, and each check's last in RUNS/<check>/). About 30 minutes
 on 2 cores, most of it the Python rows.
 """
 
@@ -199,6 +200,20 @@ def by_kind(evaluation: dict[str, Any]) -> str:
     return "Recall@10 / MRR@10 by the question's template:\n\n" + "\n".join(lines)
 
 
+def _write_results(
+    folder: str, date: str, lock: dict, results: dict, seconds: dict, text: str
+) -> str:
+    """FOLDER/results.json (the evaluations, the pins, the runs' seconds) and FOLDER/results.md
+    (`text` under a line with the date); the report."""
+    with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as f:
+        record = {"date": date, "lock": lock, "checks": results, "run_seconds": seconds}
+        json.dump(record, f, indent=2)
+    report = f"eval.independent, {date}\n\n{text}\n"
+    with open(os.path.join(folder, "results.md"), "w", encoding="utf-8") as f:
+        f.write(report)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=".cache/independent", help="cache folder")
@@ -211,7 +226,7 @@ def main() -> None:
     lock = _lock()
     cache = os.path.abspath(args.cache)
     runs = os.path.abspath(args.runs) if args.runs else os.path.join(cache, "runs")
-    started, seconds, sections, results = time.time(), {}, [], {}
+    started, seconds, sections, results = time.time(), {}, {}, {}
     if "python" in args.only:
         spec = lock["python"]
         root = fetch_python(cache, spec)
@@ -226,8 +241,8 @@ def main() -> None:
         ]
         evaluation = evaluate(rows, questions)
         title = "python: Python 3.11's library reference"
-        sections.append(_report(title, [evaluation], (evaluation, "default")))
-        sections.append(by_kind(evaluation))
+        report = _report(title, [evaluation], (evaluation, "default"))
+        sections["python"] = report + "\n\n" + by_kind(evaluation)
         results["python"] = evaluation
     if "r" in args.only:
         spec = lock["r"]
@@ -251,18 +266,17 @@ def main() -> None:
         ]
         pdf_eval, html_eval = evaluate(pdf_rows, pdf_q), evaluate([twin], html_q)
         title = "r: R's manuals, PDF and HTML"
-        sections.append(_report(title, [pdf_eval, html_eval], (pdf_eval, "pdf-default")))
+        sections["r"] = _report(title, [pdf_eval, html_eval], (pdf_eval, "pdf-default"))
         results["r"] = {"pdf": pdf_eval, "html": html_eval}
     minutes = (time.time() - started) / 60
     date = datetime.date.today().isoformat()
-    with open(os.path.join(runs, "results.json"), "w", encoding="utf-8") as f:
-        record = {"date": date, "lock": lock, "checks": results, "run_seconds": seconds}
-        json.dump(record, f, indent=2)
-    report = f"eval.independent, {date}, {minutes:.1f} min\n\n" + "\n\n".join(sections) + "\n"
-    with open(os.path.join(runs, "results.md"), "w", encoding="utf-8") as f:
-        f.write(report)
+    # this invocation's checks in RUNS/, each check's last also in RUNS/<check>/
+    for check in sections:
+        _write_results(os.path.join(runs, check), date, lock, {check: results[check]},
+                       seconds, sections[check])  # fmt: skip
+    report = _write_results(runs, date, lock, results, seconds, "\n\n".join(sections.values()))
     print(report)
-    print(f"eval.independent: {os.path.join(runs, 'results.md')}")
+    print(f"eval.independent: {minutes:.1f} min; {os.path.join(runs, 'results.md')}")
 
 
 if __name__ == "__main__":
