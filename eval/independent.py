@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from eval.fetch import select, unpack
-from eval.run_eval import COMMON, LANGCHAIN_CONFIGS, _run_once
+from eval.run_eval import COMMON, JOB_CONFIGS, LANGCHAIN_CONFIGS, PAIR_CONFIGS, _run_once
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOCK = os.path.join(HERE, "independent.json")
@@ -98,21 +98,18 @@ def fetch_r(cache: str, spec: dict[str, Any]) -> str:
 def _write_verified(path: str, records: list[dict], root: str) -> int:
     """Write to `path` the records whose answers are passages of their documents under `root`
     (`eval.verify_answers.answer_problems`); the number left out."""
+    from eval.make_questions import _write
     from eval.verify_answers import answer_problems
 
     kept = [r for r in records if not answer_problems(r, root)]
-    with open(path, "w", encoding="utf-8") as f:
-        for record in kept:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    _write(path, kept)  # each with the half its id hashes to
     return len(records) - len(kept)
 
 
 def python_questions(root: str, spec: dict[str, Any], out: str) -> str:
-    from eval.make_questions import sphinx, split_of
+    from eval.make_questions import sphinx
 
     records = sphinx(root, spec["corpus"])
-    for record in records:
-        record["split"] = split_of(record["id"])
     path = os.path.join(out, "questions.jsonl")
     left = _write_verified(path, records, root)
     print(f"python: {len(records) - left} questions ({left} left out: not a passage)")
@@ -135,11 +132,12 @@ def r_questions(root: str, spec: dict[str, Any], out: str) -> tuple[str, str]:
 
 
 def _job(runs: str, name: str, root: str, reuse: bool, seconds: dict[str, float]) -> str:
+    """The job on `root` with `make eval`'s flags for the row `name` (`JOB_CONFIGS`, or the
+    form's `PAIR_CONFIGS`)."""
+    flags = JOB_CONFIGS[name] if name in JOB_CONFIGS else PAIR_CONFIGS[name][1]
     run = os.path.join(runs, name)
     command = [sys.executable, "-m", "pipelines.chunk_corpus", "--input", root + "/",
-               "--output", run, *COMMON]  # fmt: skip
-    if name == "context-none":
-        command.append("--context=none")
+               "--output", run, *COMMON, *flags]  # fmt: skip
     _run_once(name, run, command, reuse, seconds)
     return run
 
@@ -157,18 +155,19 @@ def _langchain(
     return run
 
 
-def _report(title: str, evaluations: list[dict], paired_on: tuple[dict, str] | None) -> str:
+def _report(title: str, evaluations: list[dict], baseline: str) -> str:
+    """The table of `evaluations` together, then the first one's `baseline` against its other
+    runs question by question (`commands.paired`, stored in that evaluation)."""
     from commands.evaluate import load_questions, markdown_table
     from commands.paired import compare_runs, paired_report
 
     merged = {**evaluations[0], "results": [r for e in evaluations for r in e["results"]]}
-    text = f"### {title}\n\n{markdown_table(merged)}"
-    if paired_on is not None:
-        evaluation, baseline = paired_on
-        paired = compare_runs(evaluation, load_questions(evaluation["questions"]), baseline)
-        evaluation["paired"] = paired
-        text += "\n\n" + paired_report(paired, ("confirm", "tune"))
-    return text
+    evaluation = evaluations[0]
+    paired = compare_runs(evaluation, load_questions(evaluation["questions"]), baseline)
+    evaluation["paired"] = paired
+    return f"### {title}\n\n{markdown_table(merged)}\n\n" + paired_report(
+        paired, ("confirm", "tune")
+    )
 
 
 # The Sphinx rule's three templates (`eval.make_questions._definition_question`)
@@ -241,7 +240,7 @@ def main() -> None:
         ]
         evaluation = evaluate(rows, questions)
         title = "python: Python 3.11's library reference"
-        report = _report(title, [evaluation], (evaluation, "default"))
+        report = _report(title, [evaluation], "default")
         sections["python"] = report + "\n\n" + by_kind(evaluation)
         results["python"] = evaluation
     if "r" in args.only:
@@ -266,7 +265,7 @@ def main() -> None:
         ]
         pdf_eval, html_eval = evaluate(pdf_rows, pdf_q), evaluate([twin], html_q)
         title = "r: R's manuals, PDF and HTML"
-        sections["r"] = _report(title, [pdf_eval, html_eval], (pdf_eval, "pdf-default"))
+        sections["r"] = _report(title, [pdf_eval, html_eval], "pdf-default")
         results["r"] = {"pdf": pdf_eval, "html": html_eval}
     minutes = (time.time() - started) / 60
     date = datetime.date.today().isoformat()
