@@ -355,3 +355,22 @@ def test_the_structure_command_lists_dropped_text_per_generator(tmp_path, capsys
     assert out[at + 2] == f"| handmade | {total:,} | {len(comment)} | 1 | {share:.2f} |"
     assert out[at + 3] == out[at + 2].replace("handmade", "all")
     assert out[at + 5 :] == ["handmade dropped:", f"  {folder / 'a.html'}: (75) {comment}"]
+
+
+def test_a_table_row_of_code_spans_is_matched_by_its_cells():
+    # Javadoc's method summary: each cell a code span ("`abstract Description` |
+    # `getDescription()`"); with the backticks counted the row matched no line, and its words
+    # were found only in the method's signature further down ("public abstract Description
+    # getDescription()"), after "public": JUnit's Runner.html read as a glued row
+    html = _page(
+        "<table><tr><td><code>abstract Description</code></td>"
+        "<th><code>getDescription()</code></th><td>&#160;</td></tr></table>"
+        "<h4>getDescription</h4><pre>public abstract Description getDescription()</pre>"
+    )
+    head = "| Modifier and Type | Method | Description |\n|---|---|---|\n"
+    detail = "\n\n#### getDescription\n\n```\npublic abstract Description getDescription()\n```"
+    row = "| `abstract Description` | `getDescription()` |  |"
+    assert _kinds(html, head + row + detail) == []
+    # and a row of code spans glued to the text before it is found, as a row of plain cells is
+    glued = "The methods `abstract Description` `getDescription()`"
+    assert _kinds(html, glued + detail) == ["list"]

@@ -304,9 +304,11 @@ def check_page(
     # a table row's cells as the text writes them, "|" between them (a GFM table, or a table
     # in a list item written a row to a line), matched as the row's words; a line of a code
     # block too (Doxygen's declaration, a table of a parameter to a row, is a code block of a
-    # parameter to a line)
+    # parameter to a line); code spans' backticks out, as above (Javadoc's summary rows are
+    # code: "`abstract Description` | `getDescription()`", whose words a row that went
+    # unmatched found only in the method's signature below, "public abstract ...")
     row_text = "\n".join(
-        " ".join(line.replace("|", " ").replace("*", "").split()) for line in lines
+        " ".join(line.replace("|", " ").replace("*", "").replace("`", "").split()) for line in lines
     )
     for item in tree.xpath("//li|//tr|//dt|//dd"):
         if any(a.tag == "pre" for a in item.iterancestors()):
