@@ -391,6 +391,17 @@ def test_a_texinfo_node_named_with_a_boilerplate_word_is_kept():
     )
     text = html_to_markdown(page).text
     assert "A.3.1.4 Shared BLAS\n\nThe BLAS library will be used for many" in text
+    # a node whose name holds a character texi2any encodes, "-" as "_002d": the Octave page
+    # with its node renamed "Comments and the Help-System"
+    with gzip.open(os.path.join(DATA, "octave73-comments-and-the-help-system.html.gz"), "rt") as f:
+        octave = f.read()
+    encoded = octave.replace("Comments-and-the-Help-System", "Comments-and-the-Help_002dSystem")
+    encoded = encoded.replace(
+        "2.7.3 Comments and the Help System", "2.7.3 Comments and the Help-System"
+    )
+    assert html_to_markdown(encoded).text.startswith(
+        "#### 2.7.3 Comments and the Help-System\n\nThe `help` command"
+    )
     # an id that is no heading's node still counts as boilerplate
     shared = page.replace('id="Shared-BLAS"', 'id="share-buttons"')
     assert "The BLAS library" not in html_to_markdown(shared).text

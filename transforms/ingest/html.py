@@ -611,7 +611,8 @@ def _is_section_of_content(element: HtmlElement) -> bool:
     class="section" id="s-template-tags"><span id="template-tags"></span><h3>``). texi2any
     names a section by its node, which is the heading without its number (``<div
     class="subsection" id="Comments">`` ... ``<h4>3.1.3 Comments</h4>``, the button bar
-    before the heading gone by now), in any case."""
+    before the heading gone by now), in any case, its characters other than letters, digits
+    and spaces encoded (``id="Comment_002dLines"`` for "Comment-Lines": `texinfo_node_name`)."""
     own = element.get("id")
     heading = _opening_heading(element)
     if not own or heading is None:
@@ -619,11 +620,25 @@ def _is_section_of_content(element: HtmlElement) -> bool:
     if element.tag == "div" and _has_class(element, "section"):
         return True
     text = _plain(heading.text_content())
-    return own.lower() in {_slug(text), _slug(SECTION_NUMBER.sub("", text, count=1))} - {""}
+    slugs = {_slug(text), _slug(SECTION_NUMBER.sub("", text, count=1))} - {""}
+    return own.lower() in slugs or _slug(texinfo_node_name(own)) in slugs
 
 
 def _slug(text: str) -> str:
     return _SLUG_SEPARATORS.sub("-", text.lower()).strip("-")
+
+
+_TEXINFO_ESCAPE = re.compile(r"_([0-9a-f]{4})")
+
+
+def texinfo_node_name(anchor: str) -> str:
+    """The node name that texi2any wrote as `anchor`: a space as "-", any other character but
+    a letter or a digit as "_" and its four hex digits ("Foo_002dbar-baz" for "Foo-bar baz"),
+    "g_t" before a name that would not start with a letter (the Texinfo manual, "HTML Xref
+    Node Name Expansion"). An anchor that is no such name comes back with its "-" as spaces."""
+    if anchor.startswith("g_t"):
+        anchor = anchor[3:]
+    return _TEXINFO_ESCAPE.sub(lambda m: chr(int(m[1], 16)), anchor.replace("-", " "))
 
 
 def _sections_are_no_containers(tree: HtmlElement) -> None:
