@@ -148,3 +148,32 @@ def test_a_chunk_of_sibling_definitions_names_them_in_its_path():
     )
     assert chunk.section_path == ("Logging API", pending)
     assert path_header(chunk) == f"{LOGGING}.html > Logging API > {pending}"
+
+
+def test_a_term_that_reads_as_block_syntax_is_escaped_at_its_start():
+    from transforms.chunking.markdown import definition_term
+    from transforms.ingest.definitions import term_as_text
+
+    # git's option "--" (a real page): written "- --", it was a thematic break to a Markdown
+    # reader, the term gone and its description a paragraph after a rule
+    text = _extraction("git239-reset").text
+    assert "- \\--\n: Do not interpret any more arguments as options.\n" in text
+    found = {definition_term(d): d for d in definitions(text)}
+    assert "--" in found  # the term is read as its text, "--"
+    start = text.index("- \\--")
+    assert found["--"].start == start
+    # the first term after the item's "- ", a later one on the item's next line
+    for term, first, later in [
+        ("-", "\\-", "\\-"),  # an empty nested item; a setext underline
+        ("=", "=", "\\="),  # text after "- "; an underline below the term above
+        ("# comment", "\\# comment", "\\# comment"),
+        ("> x", "\\> x", "\\> x"),
+        # zsh's reply codes "1." to "5." after "- ": an empty ordered list (which cannot
+        # interrupt a paragraph: on a later line it is text)
+        ("1.", "1\\.", "1."),
+        ("***", "\\***", "\\***"),
+    ]:
+        assert (term_as_text(term, first=True), term_as_text(term, first=False)) == (first, later)
+    # what reads as its text is left as it is: no escape in the text that is embedded
+    for term in ["-q, --quiet", "*class* click.Path(*exists=False*)", "<object>", "2023", "__x"]:
+        assert term_as_text(term, first=True) == term_as_text(term, first=False) == term

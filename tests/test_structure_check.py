@@ -374,3 +374,11 @@ def test_a_table_row_of_code_spans_is_matched_by_its_cells():
     # and a row of code spans glued to the text before it is found, as a row of plain cells is
     glued = "The methods `abstract Description` `getDescription()`"
     assert _kinds(html, glued + detail) == ["list"]
+
+
+def test_a_term_read_as_a_thematic_break_is_a_list_violation():
+    # the job writes no rule (trafilatura drops a page's <hr>): a rule in the text is an item
+    # or a term read as one, git's and CMake's option "--" written "- --"
+    html = _page("<hr><dl><dt>--</dt><dd><p>Do not interpret any more arguments.</p></dd></dl>")
+    assert _kinds(html, "- --\n: Do not interpret any more arguments.") == ["list"]
+    assert _kinds(html, "- \\--\n: Do not interpret any more arguments.") == []

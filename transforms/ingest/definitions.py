@@ -38,7 +38,13 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
-__all__ = ["Definition", "definitions", "definitions_as_units", "mark_definitions"]
+__all__ = [
+    "Definition",
+    "definitions",
+    "definitions_as_units",
+    "mark_definitions",
+    "term_as_text",
+]
 
 TERM = "\u2e00"  # the start of a <dt>
 BODY = "\u2e01"  # the start of a <dd>
@@ -96,6 +102,37 @@ def _description_follows(lines: list[str], i: int) -> bool:
     return False
 
 
+# what a term can start with that a Markdown reader may take for block syntax (a list item,
+# heading, quote, fence, thematic break or setext underline). Not "<": a term that reads as
+# an HTML block (git's "<object>") is the same text line for line, and the text holds
+# `<name>`, not `\<name>` (issue 25)
+_BLOCK_CHARS = frozenset("-+*=#>`~_0123456789")
+_TEXT_TOKENS = ["bullet_list_open", "list_item_open", "paragraph_open", "inline"]
+_ORDERED = re.compile(r"\d{1,9}(?=[.)])")
+
+
+def term_as_text(term: str, first: bool) -> str:
+    """`term` as the text of its line: escaped at its start where a Markdown reader would read
+    it as block syntax, as the escapes `without_escapes` keeps are.
+
+    The first term follows the item's "- ": a term "-" (a program's option for its standard
+    input) read as a nested list item, "# comment" as a heading. A later term is the next line
+    of the item's paragraph, where "-" or "=" underlines the term above as a setext heading
+    (Sphinx writes an option's names as text, not code: ``<file> ... <fileN>`` then ``-``),
+    and "> x" opens a quote. Such a term gets a backslash before its first character (before
+    the "." or ")" of an ordered list's number), and reads as its text."""
+    if not term or term[0] not in _BLOCK_CHARS:
+        return term
+    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
+
+    source = f"- {term}" if first else f"- x\n  {term}"
+    kinds = [t.type for t in _parser().parse(source)]
+    if kinds == [*_TEXT_TOKENS, "paragraph_close", "list_item_close", "bullet_list_close"]:
+        return term
+    number = _ORDERED.match(term)
+    return term[: number.end()] + "\\" + term[number.end() :] if number else "\\" + term
+
+
 def definitions_as_units(markdown: str) -> str:
     """trafilatura's Markdown of a marked page (`mark_definitions`) with each definition
     written as a term item and its description under it (see the module docstring)."""
@@ -130,9 +167,9 @@ def definitions_as_units(markdown: str) -> str:
             term = term.replace(TERM, "").replace(BODY, "")
             if term_indent is None:  # the first term: a list item
                 term_indent = indent
-                out.append(" " * indent + "- " + term)
+                out.append(" " * indent + "- " + term_as_text(term, first=True))
             else:  # a later term of the same description: a line of the first one's item
-                out.append(" " * (term_indent + 2) + term)
+                out.append(" " * (term_indent + 2) + term_as_text(term, first=False))
         elif m := _BODY_LINE.match(bare):
             indent, rest = max(len(m.group(1)), pad), m.group(2).replace(BODY, "").strip()
             indent, term_indent = (indent if term_indent is None else term_indent), None

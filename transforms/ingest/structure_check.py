@@ -8,7 +8,8 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
   ``<pre>``, ``<code>`` or table of the page holds;
 - ``fence``: a fence that does not stand alone on its line, or a ``<pre>`` whose text is in the
   document but not as a fenced block of the same text (whitespace aside);
-- ``list``: a list item, table row or definition-list entry glued to the text before it;
+- ``list``: a list item, table row or definition-list entry glued to the text before it, or
+  read as a thematic break (the job writes none: a page's ``<hr>`` is dropped);
 - ``escape``: a Markdown escape (``\\<``, ``\\_``, ``\\[``, ``\\*``...) in the text outside code
   that the page's text does not hold;
 - ``navigation``: navigation text (Sphinx's "Navigation", "previous | next", "Quick search",
@@ -345,6 +346,13 @@ def check_page(
             glued = [_glued_before(text, at) for at in _occurrences(text, start)]
         if glued and all(glued):
             out.append(Violation("list", f"<{item.tag}> glued: {glued[0][-30:]}{start}"[:100]))
+
+    # no thematic break: the job writes none (trafilatura drops a page's <hr>), so one in the
+    # text is an item or a term read as one ("- --", the definition of CMake's and git's
+    # option "--": its term gone, its description a paragraph after a rule)
+    for t in tokens:
+        if t.type == "hr" and t.map:
+            out.append(Violation("list", f"line {t.map[0] + 1}: a rule: {lines[t.map[0]][:60]}"))
 
     # escapes outside code, that the page's own text does not hold
     for i, line in prose:
