@@ -216,6 +216,21 @@ def test_a_heading_permalink_does_not_make_a_method_a_link_list():
     assert get_mut.lstrip().startswith("Returns a mutable reference to the underlying data.")
 
 
+def test_a_trait_s_implementors_are_a_list_of_code_items():
+    text = _checked("rust163-std-convert-asref.html.gz").text
+    # Before: no "Implementors" at all: each of the 43 is a heading of nothing (a section's
+    # <h3>, its types links), which trafilatura drops, and the section's <h2> went with them
+    implementors = text.split("## Implementors\n\n", 1)[1].split("\n")
+    assert implementors[:2] == ["- `impl AsRef<str> for str`", "- `impl AsRef<str> for String`"]
+    assert len([line for line in implementors if line.startswith("- `impl")]) == 43
+    # a `where` clause on the item's line
+    assert (
+        "- `impl<T, const LANES: usize> AsRef<[T]> for Simd<T, LANES> where T: SimdElement, "
+        "LaneCount<LANES>: SupportedLaneCount,`"
+    ) in implementors
+    assert not [h for _, _, h in headings(text) if h.startswith("impl")]
+
+
 def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
     text = _checked("rust163-book-ch05-03-method-syntax.html.gz").text
     # Before: "### Where’s the", a blank line, then "`->` Operator?": trafilatura's quote

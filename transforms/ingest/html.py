@@ -166,6 +166,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _field_list_links_as_text(tree)
     _prose_item_links_as_text(tree)
     _return_arrows_as_text(tree)
+    _implementors_as_list(tree)
     _summaries_as_blocks(tree)
     _notes_as_blocks(tree)
     _nested_inline_code_as_text(tree)
@@ -1135,6 +1136,44 @@ def _return_arrows_as_text(tree: HtmlElement) -> None:
     signature read ``add(name: str)  None`` where the page shows ``add(name: str) → None``."""
     for span in _RETURN_ARROW_XPATH(tree):
         span.drop_tag()
+
+
+# rustdoc's list of a trait's implementors: a section per implementation, its heading alone
+_IMPLEMENTORS_XPATH = XPath('//div[@id="implementors-list"]')
+_CODE_HEADER_XPATH = XPath('./h3[contains(concat(" ", @class, " "), " code-header ")]')
+
+
+def _implementors_as_list(tree: HtmlElement) -> None:
+    """rustdoc's implementors of a trait (``div#implementors-list``, a ``section.impl`` and
+    its ``h3`` signature for each) as lists of code items: ``- `impl AsRef<str> for String```.
+
+    Each signature is a heading, of nothing (or of a short description, ``div.docblock``:
+    Extend's for `Vec`), its types links: trafilatura's extraction drops a heading with no
+    text after it, and a paragraph that is mostly link text, so the section "Implementors" of
+    std's AsRef (43), Seek, DerefMut went, heading and list, or kept only the implementations
+    with a ``where`` clause, in pieces. Each becomes an item, its description under it in the
+    item; an implementation that holds items (``details``: Shr's 685) is left as it is and
+    ends the list before it.
+    """
+    for container in _IMPLEMENTORS_XPATH(tree):
+        listed: HtmlElement | None = None
+        for child in list(container):
+            if child.getparent() is not container:
+                continue  # a description moved into the item before it
+            header = _CODE_HEADER_XPATH(child) if child.tag == "section" else []
+            if not (header and _has_class(child, "impl")):
+                listed = None
+                continue
+            if listed is None:
+                listed = fragment_fromstring("<ul></ul>")
+                child.addprevious(listed)
+            item = fragment_fromstring("<li><code></code></li>")
+            item[0].text = _plain(header[0].text_content())  # a `where` clause's lines joined
+            listed.append(item)
+            described = child.getnext()
+            container.remove(child)
+            if described is not None and _has_class(described, "docblock"):
+                item.append(described)
 
 
 def _summaries_as_blocks(tree: HtmlElement) -> None:
