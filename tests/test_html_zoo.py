@@ -231,6 +231,18 @@ def test_a_trait_s_implementors_are_a_list_of_code_items():
     assert not [h for _, _, h in headings(text) if h.startswith("impl")]
 
 
+def test_trafilatura_s_own_extraction_is_kept_unless_it_found_next_to_nothing():
+    # SQLite's CREATE VIEW: trafilatura's comparison took a fallback's 1,749 characters over
+    # its own 1,888 (before: no title, no "1. Syntax", no "2. Description")
+    text = _checked("sqlite340-lang-createview.html.gz").text
+    assert text.startswith("CREATE VIEW\n\n# 1. Syntax\n\n**create-view-stmt:**")
+    assert "\n# 2. Description\n\nThe CREATE VIEW command assigns a name" in text
+    # gettext's index: its own extraction holds 326 characters of the page's 2,311, and the
+    # fallback the index (kept as before)
+    text = _checked("gettext021-index-part.html.gz").text
+    assert "|  | `RET, PO Mode command` | 8.3.9 Modifying Translations | \n" in text
+
+
 def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
     text = _checked("rust163-book-ch05-03-method-syntax.html.gz").text
     # Before: "### Where’s the", a blank line, then "`->` Operator?": trafilatura's quote

@@ -193,17 +193,9 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     meta = trafilatura.extract_metadata(tree, extensive=False)
     title = page_title(tree, meta.title)
     _ampersands_escaped(tree)  # the tree's text is trafilatura's from here on
-    text = trafilatura.extract(
-        tree,  # copied by trafilatura before it prunes
-        output_format="markdown",
-        include_tables=True,
-        include_links=False,
-        include_images=False,
-        # reader comments are not document text (and, off, trafilatura prunes comment
-        # containers before every stage); identical output on the sample pages
-        include_comments=False,
-        config=_trafilatura_config(),
-    )
+    text = _extracted(tree, fast=True)
+    if len(text or "") < max(OWN_EXTRACTION_CHARS, OWN_EXTRACTION_SHARE * _page_chars(tree)):
+        text = _extracted(tree, fast=False)
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     text = without_escapes(fences_alone(ends_off_fences(definition_terms_inline(text or ""))))
@@ -233,6 +225,48 @@ def _ampersands_escaped(tree: HtmlElement) -> None:
             element.text = element.text.replace("&", "&amp;")
         if element.tail and "&" in element.tail:
             element.tail = element.tail.replace("&", "&amp;")
+
+
+# trafilatura's own extraction is the text unless it holds less than this share of the
+# page's text, or fewer characters than this (where it may be trafilatura's dump of the
+# whole page, navigation and all: Django's "Generic views", a one-line page); then
+# trafilatura runs with its fallbacks (readability, jusText) and keeps the better of its own
+# and theirs by its rules.
+OWN_EXTRACTION_SHARE = 0.25
+OWN_EXTRACTION_CHARS = 500
+
+
+def _extracted(tree: HtmlElement, fast: bool) -> str | None:
+    """trafilatura's Markdown of `tree` (which it copies before it prunes): its own
+    extraction alone with `fast`, else compared with its fallbacks'.
+
+    Its comparison took a fallback's text where its own was longer and kept the page's
+    structure: SQLite's lang_createview and lang_attach lost their title and headings ("2.
+    Details" a paragraph), two of gettext's manual pages and zsh's style index a heading.
+    The fallbacks are needed where its own extraction finds next to nothing of the page: the
+    index pages of zsh's manual (67 characters of 31,461 on the "Concept Index") and
+    gettext's, a rustdoc page whose implementors are most of it (std::ops::Shr), each under
+    a quarter of its page's text (a fifth at most on the zoo, the development set and
+    samples/, where every page at a quarter or more came out the same or better on its own,
+    but for one short page: docs/structure.md)."""
+    return trafilatura.extract(
+        tree,
+        output_format="markdown",
+        include_tables=True,
+        include_links=False,
+        include_images=False,
+        # reader comments are not document text (and, off, trafilatura prunes comment
+        # containers before every stage); identical output on the sample pages
+        include_comments=False,
+        config=_trafilatura_config(),
+        fast=fast,
+    )
+
+
+def _page_chars(tree: HtmlElement) -> int:
+    """Characters of the text a reader sees on the page (whitespace runs as one)."""
+    body = tree.find("body")
+    return len(" ".join(shown_text(body if body is not None else tree).split()))
 
 
 # trafilatura dumps the whole page's text (baseline()) when what it extracted is shorter than
