@@ -8,7 +8,6 @@ large falls back to line packing (code, tables, HTML) or to the recursive prose 
 from __future__ import annotations
 
 import bisect
-import functools
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
+from transforms.chunking.block_parser import block_parser
 from transforms.chunking.split import (
     LINE,
     check_deadline,
@@ -75,15 +75,7 @@ class Section:
     unit: tuple[str, ...] = ()
 
 
-@functools.lru_cache(maxsize=1)
-def _parser():  # -> markdown_it.MarkdownIt, imported lazily
-    try:
-        from markdown_it import MarkdownIt
-    except ImportError as e:  # pragma: no cover - install problem
-        raise ImportError("Markdown chunking needs `pip install markdown-it-py`") from e
-    # Only block structure is needed: inline parsing is two thirds of markdown-it's time, so it
-    # is switched off and run on heading text alone (`_heading_text`).
-    return MarkdownIt("commonmark").enable("table").disable("inline")
+_parser = block_parser  # the name this module's readers import
 
 
 def line_starts(text: str) -> list[int]:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
+from transforms.chunking.block_parser import block_parser
+
 __all__ = [
     "Definition",
     "definitions",
@@ -123,10 +125,8 @@ def term_as_text(term: str, first: bool) -> str:
     the "." or ")" of an ordered list's number), and reads as its text."""
     if not term or term[0] not in _BLOCK_CHARS:
         return term
-    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
-
     source = f"- {term}" if first else f"- x\n  {term}"
-    kinds = [t.type for t in _parser().parse(source)]
+    kinds = [t.type for t in block_parser().parse(source)]
     if kinds == [*_TEXT_TOKENS, "paragraph_close", "list_item_close", "bullet_list_close"]:
         return term
     number = _ORDERED.match(term)
