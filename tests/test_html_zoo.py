@@ -243,6 +243,20 @@ def test_trafilatura_s_own_extraction_is_kept_unless_it_found_next_to_nothing():
     assert "|  | `RET, PO Mode command` | 8.3.9 Modifying Translations | \n" in text
 
 
+def test_a_trait_implementation_s_items_with_read_more_links_are_kept():
+    text = _checked("rust163-std-cell-oncecell.html.gz").text
+    # Before: "impl<T> Clone for OnceCell<T>" with nothing under it, and ToOwned's `to_owned`
+    # and `clone_into` gone: their summaries' "Read more" links and their signatures' type
+    # links made trafilatura's link-density test take them for boilerplate
+    clone = text.split("impl<T> Clone for OnceCell<T> where T: Clone,\n\n", 1)[1]
+    assert clone.startswith(
+        "#### fn clone(&self) -> OnceCell<T>\n\nReturns a copy of the value. Read more\n\n"
+        "#### fn clone_from(&mut self, source: &Self)\n\n"
+    )
+    assert "Uses borrowed data to replace owned data, usually by cloning. Read more" in text
+    assert "Creates owned data from borrowed data, usually by cloning. Read more" in text
+
+
 def test_a_heading_in_a_block_quote_is_a_label_in_one_piece():
     text = _checked("rust163-book-ch05-03-method-syntax.html.gz").text
     # Before: "### Where’s the", a blank line, then "`->` Operator?": trafilatura's quote
