@@ -9,7 +9,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transforms.chunking.markdown import _parser, markdown_sections
+from transforms.chunking.block_parser import block_parser
+from transforms.chunking.markdown import markdown_sections
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.trafilatura_markdown import _HTML_BLOCK_START, fences_alone, without_escapes
 
@@ -25,7 +26,7 @@ def _text(name: str) -> str:
 
 def _blocks(text: str) -> tuple[list[str], list[str]]:
     """The contents of the fenced code blocks of `text`, and its other lines."""
-    tokens = _parser().parse(text)
+    tokens = block_parser().parse(text)
     code = [t.content for t in tokens if t.type == "fence"]
     in_code = {i for t in tokens if t.type == "fence" for i in range(*t.map)}
     prose = [line for i, line in enumerate(text.split("\n")) if i not in in_code]
@@ -139,7 +140,7 @@ _MARKDOWN = st.lists(
 def _structure(markdown: str) -> list[tuple]:
     """The blocks markdown-it reads, a one-tag HTML block (type 7) as the paragraph it acts as."""
     out = []
-    for tok in _parser().parse(markdown):
+    for tok in block_parser().parse(markdown):
         kind = tok.type
         if kind == "html_block" and not _HTML_BLOCK_START.match(tok.content.lstrip()):
             kind = "paragraph_open"

@@ -6,7 +6,7 @@ import gzip
 import os
 import re
 
-from transforms.chunking.markdown import _parser
+from transforms.chunking.block_parser import block_parser
 from transforms.ingest.html import html_to_markdown
 from transforms.ingest.trafilatura_markdown import fences_alone
 
@@ -20,7 +20,7 @@ def _text(name: str) -> str:
 
 def _code(text: str) -> list[str]:
     """The contents of the fenced code blocks of `text`."""
-    return [t.content for t in _parser().parse(text) if t.type == "fence"]
+    return [t.content for t in block_parser().parse(text) if t.type == "fence"]
 
 
 def _glued_fences(text: str) -> list[str]:
@@ -45,7 +45,7 @@ def test_the_list_a_code_block_broke_out_of_goes_on_as_a_list():
     text = _text("sphinx53-extdev-logging.html.gz")
     # trafilatura writes the code unindented, so the block ends the list; the nested items
     # after it ("    - **color**") read as an indented code block before
-    assert not [t for t in _parser().parse(text) if t.type == "code_block"]
+    assert not [t for t in block_parser().parse(text) if t.type == "code_block"]
     assert "  ```\n    - **color**\n    : The color of logs." in text
 
 

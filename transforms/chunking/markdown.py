@@ -75,9 +75,6 @@ class Section:
     unit: tuple[str, ...] = ()
 
 
-_parser = block_parser  # the name this module's readers import
-
-
 def line_starts(text: str) -> list[int]:
     """Offsets where each line starts, numbered as markdown-it numbers them."""
     return [0, *(m.end() for m in _LINE_BREAK.finditer(text))]
@@ -150,7 +147,7 @@ def _heading_text(source: str, env: dict) -> str:
     angle brackets (Rust's ``downcast<T>`` and ``Option<Self::Item>``, git's
     ``browser.<tool>.path``), and stays. So does an empty link to nowhere, ``[]()``: C++'s
     ``operator[]()`` (Doxygen's member headings), which would otherwise read "operator"."""
-    md = _parser()
+    md = block_parser()
     parts = []
     children = md.inline.parse(source, md, env, [])
     literal = _literal_underscores(children)
@@ -184,7 +181,7 @@ def heading_text(source: str) -> str:
 def headings(text: str) -> list[tuple[int, int, str]]:
     """(line number, level, plain text) of every heading of `text`, in order."""
     env: dict = {}
-    tokens = _parser().parse(text, env)
+    tokens = block_parser().parse(text, env)
     return [
         (tok.map[0], int(tok.tag[1:]), _heading_text(tokens[i + 1].content, env))
         for i, tok in enumerate(tokens)
@@ -219,7 +216,7 @@ def without_html_comments(text: str) -> str:
         return text
     starts = line_starts(text)
     drop: list[tuple[int, int]] = []
-    for tok in _parser().parse(text):
+    for tok in block_parser().parse(text):
         if tok.type != "html_block" or tok.map is None or tok.level != 0:
             continue
         if _COMMENTS.fullmatch(tok.content):
@@ -241,7 +238,7 @@ def without_link_definitions(text: str) -> str:
     """
     if "]:" not in text:
         return text
-    md = _parser()
+    md = block_parser()
     env: dict = {}
     tokens = md.parse(text, env)
     references = env.get("references") or {}
@@ -299,7 +296,7 @@ def markdown_sections(text: str) -> list[Section]:
     if fm_end:
         source = "\n" * len(_LINE_BREAK.findall(text, 0, fm_end)) + text[fm_end:]
     env: dict = {}  # link reference definitions, for headings that use them
-    tokens = _parser().parse(source, env)
+    tokens = block_parser().parse(source, env)
 
     sections = [Section(())]
     stack: list[tuple[int, str]] = []  # (heading level, heading text) of the enclosing headings

@@ -195,7 +195,9 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     title = page_title(tree, meta.title)
     _ampersands_escaped(tree)  # the tree's text is trafilatura's from here on
     text = _extracted(tree, fast=True)
-    if len(text or "") < max(OWN_EXTRACTION_CHARS, OWN_EXTRACTION_SHARE * _page_chars(tree)):
+    found = len(text or "")
+    # the page's text is measured only where the extraction is not short already
+    if found < OWN_EXTRACTION_CHARS or found < OWN_EXTRACTION_SHARE * _page_chars(tree):
         text = _extracted(tree, fast=False)
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)

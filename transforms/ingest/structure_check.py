@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from lxml.html import HtmlElement
 
+from transforms.chunking.block_parser import block_parser
 from transforms.ingest.html import (
     NAVIGATION_BUTTON_WORDS,
     NOT_TEXT,
@@ -121,9 +122,7 @@ def generator_of(tree: HtmlElement) -> str:
 
 
 def _markdown_tokens(text: str) -> list:
-    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
-
-    return _parser().parse(text)
+    return block_parser().parse(text)
 
 
 # what the job drops from a heading (transforms/ingest/html.py): permalink anchors (Doxygen's

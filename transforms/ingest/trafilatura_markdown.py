@@ -34,6 +34,8 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 
+from transforms.chunking.block_parser import block_parser
+
 __all__ = ["fences_alone", "without_escapes"]
 
 # the characters trafilatura escapes anywhere in prose (xml.py: _INLINE_SPECIAL_CHARS)
@@ -47,9 +49,7 @@ _GLUED_OPENING = re.compile(r"^(.*?\S)[ \t]*(`{3,})$")
 
 
 def _parse(text: str) -> list:
-    from transforms.chunking.markdown import _parser  # the block parser the chunker reads
-
-    return _parser().parse(text)
+    return block_parser().parse(text)  # the block parser the chunker reads
 
 
 def _closing_run(line: str, start: int, length: int) -> int:
