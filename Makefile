@@ -23,7 +23,7 @@ TORCH_INDEX ?=
 DEMO_OUT ?= out/demo
 DEMO_FLAGS ?=
 
-.PHONY: setup demo test test-fast fuzz lint format bench eval clean
+.PHONY: setup demo test test-fast bench-smoke fuzz lint format bench eval clean
 
 setup: $(STAMP)
 
@@ -47,9 +47,15 @@ demo: setup
 TEST_WORKERS ?= $(shell n=$$(( $$(nproc) * 2 )); [ $$n -gt 8 ] && n=8; echo $$n)
 # Files are handed out in tests/conftest.py's order (its LONGEST_FIRST first), not xdist's
 # default of the files with the most tests first, which left the few-test, whole-job files
-# (the crash, bad-input and determinism tests) to the end.
+# (the crash, bad-input and determinism tests) to the end. The bench scripts' smoke runs
+# (marked bench) are left out: make bench-smoke runs them, and .ci/run after make test.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_FLAGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "not bench" $(TEST_FLAGS)
+
+# Every script of bench/ at a tiny size (tests/e2e/test_bench.py): it runs and prints its table.
+bench-smoke: setup
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist load -m bench $(TEST_FLAGS)
 
 # Every property test (hypothesis marks them) with many more examples than make test gives.
 fuzz: setup

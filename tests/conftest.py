@@ -80,22 +80,24 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     return StoreSpec(server.get_uri(database))
 
 
-# The longest files of `make test`, longest first (wall seconds of their tests, summed from
-# `--durations` on 2026-12-03 at 1274dff, 4 workers on 2 cores): the bench smoke tests about 220,
-# the crash test 100, the runner tests 130, the samples run and its readers 160, the nightly
-# tests 120, the ONNX model's 90.
+# The longest files of `make test`, longest first: wall seconds from each file's first test's
+# start to its last test's end, 2026-12-07 at 779d157, 4 workers on 2 cores. A long file handed
+# out late ends the suite alone: test_rebuild_scenarios.py (196 s), left to the default order,
+# started at 228 s and ended the suite at 424 s, a minute and a half after the other workers.
 LONGEST_FIRST = (
-    "tests/e2e/test_bench.py",
-    "tests/e2e/test_samples.py",
-    "tests/e2e/test_runners.py",
-    "tests/e2e/test_nightly.py",
-    "tests/e2e/test_crash.py",
-    "tests/e2e/test_crash_object_store.py",
-    "tests/test_onnx_model.py",
-    "tests/e2e/test_read_stage.py",
-    "tests/e2e/test_determinism.py",
-    "tests/test_load.py",
-    "tests/e2e/test_bad_input_jobs.py",
+    "tests/e2e/test_rebuild_scenarios.py",  # 196
+    "tests/e2e/test_samples.py",  # 106
+    "tests/e2e/test_crash.py",  # 93
+    "tests/e2e/test_runners.py",  # 92
+    "tests/e2e/test_nightly.py",  # 81
+    "tests/e2e/test_rebuild_before_removal.py",  # 78
+    "tests/e2e/test_crash_object_store.py",  # 73
+    "tests/test_onnx_model.py",  # 73
+    "tests/test_load.py",  # 72
+    "tests/e2e/test_read_stage.py",  # 39
+    "tests/e2e/test_load.py",  # 38
+    "tests/e2e/test_memory.py",  # 36
+    "tests/e2e/test_bad_input_jobs.py",  # 34
 )
 
 

@@ -1,6 +1,10 @@
 """Every script of bench/ at a tiny size: it starts, runs the stages it times, and prints its
 table, so that a change to a stage cannot break a benchmark unseen.
 
+Marked `bench`: `make bench-smoke` runs them and `.ci/run` calls it after `make test`, which
+leaves them out: benchmarks stay out of the suite's 8 minutes, and these took 3 of one
+worker's minutes of it on 2 cores (at 779d157, docs/performance.md).
+
 The scripts that start nothing heavy of their own (chunkers, memory, the two PDF ones) run as
 `make bench` and the README run them: a file given to this Python (`python bench/x.py`), in a
 fresh process, offline, with this checkout first on sys.path; that checks the way a script
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?$")
