@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import trafilatura
+from lxml import etree
 from lxml.etree import XPath
 from lxml.html import HtmlElement, HTMLParser, document_fromstring, fragment_fromstring
 
@@ -1417,12 +1418,19 @@ def _headings_on_one_line(tree: HtmlElement) -> None:
     ``##### `title: str``` and, after a blank line, an indented code block of the label (408
     headings of the zoo's mkdocs pages lost their second half so). A ``<br>`` in a heading is
     a space: rustdoc breaks a signature before its ``where`` clause, and the clause became a
-    paragraph under a heading that ended in "where".
+    paragraph under a heading that ended in "where". So is a ``<div>`` or ``<p>`` in a heading,
+    which a browser shows on a line of its own: Erlang's function headings end with a ``<div>``
+    of the release that added the function ("OTP 20.0"), which trafilatura wrote on the line
+    below the heading, and its section headings hold their number and name in one.
     """
     for heading in tree.iter(*_HEADING_TAGS):
         for br in list(heading.iter("br")):
             br.tail = " " + (br.tail or "")
             br.drop_tag()  # its tail joins the text before it
+        for block in [el for el in heading.iter("div", "p") if el is not heading]:
+            block.tag = "span"
+            block.text = " " + (block.text or "")
+            block.tail = " " + (block.tail or "")
         for node in heading.iter():
             if node.text and "\n" in node.text:
                 node.text = re.sub(r"\s+", " ", node.text)
@@ -1811,14 +1819,19 @@ _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.S)
 _HTML_WHITESPACE = re.compile(r"[ \t\r\n\f]+")
 
 
-def _collapsed(text: str, keep_start: bool, keep_end: bool) -> str:
-    """`text` with each inner run of whitespace one space, and so its edges unless kept (a
-    text of whitespace alone is left as it is)."""
+def _collapsed(text: str, keep_start: bool, keep_end: bool, after_space: bool) -> str:
+    """`text` with each inner run of whitespace one space, and so its edges unless kept; an
+    edge not kept that follows whitespace (`after_space`: the text before it ends with some, or
+    a line starts there) goes. A text of whitespace alone is left as it is where an edge is
+    kept or it holds a no-break space."""
     start, body, end = _EDGES.match(text).groups()
     if not body:
-        return text
+        if keep_start or keep_end or not _HTML_WHITESPACE.fullmatch(text):
+            return text  # "&nbsp;", which a browser does not collapse, stays
+        return "" if after_space else " "
     body = _HTML_WHITESPACE.sub(" ", body)
-    start = start if keep_start or not start else " "
+    if start and not keep_start:
+        start = "" if after_space and _HTML_WHITESPACE.fullmatch(start) else " "
     end = end if keep_end or not end else " "
     return start + body + end
 
@@ -1837,19 +1850,41 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
     development corpora's embedded tokens). Whitespace inside ``<pre>`` (run after
     `_preformatted_as_code`) and ``<textarea>`` is kept, and so is whitespace beside a block
     or a line break (``<br>``, a list item), which trafilatura uses to end lines.
+
+    The text is read in the page's order, so a run is one space across elements too: the
+    whitespace between two inline elements (Erlang's definition term ``<strong>\n\t<span><a>
+    \n\t  <span>state_functions``, which trafilatura wrote as "- " and a tab-indented term
+    three lines below, a description of nothing) is one space, or none after a space or at a
+    line's start, and texi2any's index anchors (empty ``<span>``s, each on its own line) no
+    longer leave their newlines in a paragraph.
     """
     kept = {el for top in tree.iter(*_WHITESPACE_KEPT) for el in top.iter()}
-    for el in tree.iter():
-        if not isinstance(el.tag, str):
-            continue  # a comment or a processing instruction: trafilatura drops it
-        if el.text and el not in kept:
+    after_space = True  # the text read last ends with whitespace, or a line starts here
+
+    def read(text: str | None, keep_start: bool, keep_end: bool, own: bool) -> str | None:
+        nonlocal after_space
+        if text and own:
+            text = _collapsed(text, keep_start, keep_end, after_space)
+        if text:
+            after_space = text[-1] in " \t\r\n\f"  # not "&nbsp;"
+        return text
+
+    # elements only: a comment's or a processing instruction's tail is left as it is
+    for event, el in etree.iterwalk(tree, events=("start", "end")):
+        if _breaks(el):
+            after_space = True  # a block starts or ends, a line ends
+        if event == "start":
             # the text ends at the first child, or at the element's own end
-            el.text = _collapsed(el.text, _breaks(el), _breaks(el[0] if len(el) else el))
-        parent = el.getparent()
-        if el.tail and parent is not None and parent not in kept:
+            el.text = read(el.text, _breaks(el), _breaks(el[0] if len(el) else el), el not in kept)
+        elif el.tail and (parent := el.getparent()) is not None:
             # the tail ends at the next sibling, or at the parent's end
             after = el.getnext()
-            el.tail = _collapsed(el.tail, _breaks(el), _breaks(parent if after is None else after))
+            el.tail = read(
+                el.tail,
+                _breaks(el),
+                _breaks(parent if after is None else after),
+                parent not in kept,
+            )
 
 
 def _wrap_body_in_main(tree: HtmlElement) -> bool:

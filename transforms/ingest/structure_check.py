@@ -155,10 +155,14 @@ def _heading_of(h: HtmlElement) -> str:
         ):
             pass
         else:
+            # a block in a heading, a line of its own to a browser, is joined with spaces
+            block = el is not h and el.tag in ("div", "p")
+            parts.append(" " if block else "")
             parts.append(el.text or "")
             for child in el:
                 walk(child)
                 parts.append(child.tail or "")
+            parts.append(" " if block else "")
 
     walk(h)
     return _norm("".join(parts))
