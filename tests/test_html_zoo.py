@@ -813,3 +813,23 @@ def test_a_block_inside_a_heading_is_on_the_headings_line():
     found = [h for _, _, h in headings(text)]
     assert any(h.startswith("characters_to_nfc_binary(CD :: chardata()) -> ") for h in found)
     assert not [h for h in found if "  " in h]
+
+
+def test_several_articles_are_items_of_the_page_not_its_content():
+    # Erlang's reference pages put the data types and each function in an <article> of its
+    # own: trafilatura took the first for the page's content (160 characters of beam_lib's
+    # 19,335), and its fallback's text had no code blocks
+    text = html_to_markdown(_html("erlang25-stdlib-beam-lib.html.gz")).text
+    assert len(text) > 15_000
+    assert text.startswith("# beam_lib\n")
+    assert "tuples:\n\n```\n{debug_info, Mode, Module, Key}\n```\n" in text
+    assert "\n#### chunks(Beam, ChunkRefs) -> " in text
+    # a page of one <article> keeps it: trafilatura takes it, not the page around it
+    page = (
+        "<html><body><div id='content'><p>Site news and links of the day, with a lot of words "
+        "around the article that are not the article itself at all.</p><article><h1>Title</h1>"
+        "<p>The article's own text, long enough to be the content of the page that trafilatura "
+        "extracts, with more words and more words and more words again.</p></article></div>"
+        "</body></html>"
+    )
+    assert "Site news" not in html_to_markdown(page.encode()).text

@@ -155,6 +155,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     # heading once the bar is gone, which the two after them look for
     _drop_navigation_lines(tree)
     _drop_button_bars(tree)
+    _articles_are_no_containers(tree)
     _sections_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
     _admonition_titles_are_no_boilerplate(tree)
@@ -678,6 +679,24 @@ def texinfo_node_name(anchor: str) -> str:
     if anchor.startswith("g_t"):
         anchor = anchor[3:]
     return _TEXINFO_ESCAPE.sub(lambda m: chr(int(m[1], 16)), anchor.replace("-", " "))
+
+
+def _articles_are_no_containers(tree: HtmlElement) -> None:
+    """Make each ``<article>`` a ``<div>`` where the page holds several, none inside another.
+
+    trafilatura takes the page's first ``<article>`` for its content container (one of its
+    ``BODY_XPATH`` expressions, before ``div#content``). Erlang/OTP's reference pages put each
+    function, and the data types before them, in an ``<article>`` of its own: trafilatura's
+    own extraction of stdlib's beam_lib was its first one, the data types (160 characters of
+    the page's 19,335), and the fallback it fell back to wrote the rest without its code
+    spans and code blocks. Items of a page are not the page; the container trafilatura finds
+    without them is the page's (Erlang's ``div#content``). A page of one ``<article>``, or of
+    articles nested in one, keeps them.
+    """
+    articles = [a for a in tree.iter("article") if next(a.iterancestors("article"), None) is None]
+    if len(articles) > 1:
+        for article in tree.iter("article"):
+            article.tag = "div"
 
 
 def _sections_are_no_containers(tree: HtmlElement) -> None:
