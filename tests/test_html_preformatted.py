@@ -54,34 +54,3 @@ def test_paragraph_whitespace_is_collapsed_as_a_browser_shows_it():
     # a <pre> keeps its lines and indentation
     assert "```\nSET [ SESSION | LOCAL ] configuration_parameter { TO | = }" in text
     assert "\nSET [ SESSION | LOCAL ] TIME ZONE" in text
-
-
-def test_whitespace_between_inline_elements_is_one_space_across_them():
-    import trafilatura
-
-    from transforms.ingest.structure_check import check_page
-
-    page = _page("erlang25-statem.html.gz")
-    extraction = html_to_markdown(page)
-    text = extraction.text
-    # Erlang's definition terms are a <strong> holding a link holding a code span, each on a
-    # line of its own, indented with tabs: the whitespace between them was left as it was
-    # (text of whitespace alone), and trafilatura wrote "- " with the term three lines below,
-    # indented by a tab, and the description as ": ..." after blank lines, which the
-    # invariant read as 18 headings of nothing on this page
-    assert (
-        "- **state_functions**\n: Events are handled by one callback function per state.\n"
-        "- **handle_event_function**\n: Events are handled by one single callback function.\n"
-    ) in text
-    assert check_page(trafilatura.load_html(page), text, extraction.title) == []
-    # a run across elements is one space, and none after a space or at a line's start:
-    # texi2any's index anchors, empty spans each on a line of its own, left their newlines
-    # in the paragraph ("builtin.\n Arithmetic")
-    html = (
-        "<html><body><main><h1>Arithmetic Evaluation</h1><p>An integer can be specified "
-        "with the <tt>integer</tt> builtin.\n<span id='index-a'></span>\n<span id='index-b'>"
-        "</span>\nArithmetic evaluation is <b> performed</b> on the value of each assignment "
-        "to a named parameter declared integer in this manner.</p></main></body></html>"
-    )
-    text = html_to_markdown(html.encode()).text
-    assert "the `integer` builtin. Arithmetic evaluation is **performed** on the value" in text

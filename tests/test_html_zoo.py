@@ -800,6 +800,30 @@ def test_links_in_prose_items_are_text_and_a_menu_stays_links():
     assert [a.text for a in tree.iter("a")] == ["Alpha page", "Beta page"]
 
 
+def test_whitespace_between_inline_elements_is_one_space_across_them():
+    # Erlang's definition terms are a <strong> holding a link holding a code span, each on a
+    # line of its own, indented with tabs: the whitespace between them was left as it was
+    # (text of whitespace alone), and trafilatura wrote "- " with the term three lines below,
+    # indented by a tab, and the description as ": ..." after blank lines, which the
+    # invariant read as 18 headings of nothing on this page
+    text = _checked("erlang25-statem.html.gz").text
+    assert (
+        "- **state_functions**\n: Events are handled by one callback function per state.\n"
+        "- **handle_event_function**\n: Events are handled by one single callback function.\n"
+    ) in text
+    # a run across elements is one space, and none after a space or at a line's start:
+    # texi2any's index anchors, empty spans each on a line of its own, left their newlines
+    # in the paragraph ("builtin.\n Arithmetic")
+    html = (
+        "<html><body><main><h1>Arithmetic Evaluation</h1><p>An integer can be specified "
+        "with the <tt>integer</tt> builtin.\n<span id='index-a'></span>\n<span id='index-b'>"
+        "</span>\nArithmetic evaluation is <b> performed</b> on the value of each assignment "
+        "to a named parameter declared integer in this manner.</p></main></body></html>"
+    )
+    text = html_to_markdown(html.encode()).text
+    assert "the `integer` builtin. Arithmetic evaluation is **performed** on the value" in text
+
+
 def test_a_block_inside_a_heading_is_on_the_headings_line():
     # Erlang's function headings are an <h4> holding a <span> of the signature, broken by a
     # <br>, and a <div> of the release that added the function: trafilatura wrote the <div>
