@@ -88,6 +88,28 @@ def ablated_header(parts: dict, keep: set[str]) -> str:
     return PATH_SEPARATOR.join(out)
 
 
+def _name_lines(rows: list[dict]) -> dict[str, str]:
+    """chunk id -> the name line its header names in place of the title, as the job chose
+    (`transforms.context.path.name_line_lead`)."""
+    from transforms.context.path import name_line_lead
+
+    documents: dict[str, list[dict]] = {}
+    for row in rows:
+        if not row["is_parent"]:
+            documents.setdefault(row["doc_id"], []).append(row)
+    out: dict[str, str] = {}
+    for chunks in documents.values():
+        chunks.sort(key=lambda r: r["chunk_index"])
+        first = chunks[0]
+        found = name_line_lead(
+            first["title"], first["doc_type"], first["section_path"] or (),
+            [r["text"] for r in chunks],
+        )  # fmt: skip
+        if found is not None:
+            out[chunks[found[0]]["chunk_id"]] = found[1]
+    return out
+
+
 def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
@@ -121,6 +143,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     terms = {d["doc_id"]: frozenset(definition_terms(d["text"] or "")) for d in documents}
     checked = keep == job_parts(config)  # the run's own header rebuilt: it must be the job's
     opening = config.get("config_version", 0) >= 40  # as the job did
+    # a reference page's name line in place of the title in one chunk's header (66)
+    name_lines = _name_lines(rows) if config.get("config_version", 0) >= 66 else {}
     started = time.time()
     contexts, texts, mismatched = [], [], 0
     for row in rows:
@@ -130,6 +154,8 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
             continue
         parts = header_parts(row["source"], row["doc_type"], row["title"], row["section_path"],
                              terms.get(row["doc_id"], frozenset()))  # fmt: skip
+        if row["chunk_id"] in name_lines:
+            parts["title"] = name_lines[row["chunk_id"]]
         header = ablated_header(parts, keep)
         if opening and text_opens_with_title(
             row["text"], row["title"], row["doc_type"], row["section_path"] or ()

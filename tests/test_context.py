@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gzip
 import json
+import os
 import random
 import re
 import threading
@@ -49,6 +51,9 @@ from transforms.context.path import entry_items, opens_with_title
 from transforms.context.stage import _with_header, path_contexts
 from transforms.stage_base import Counts
 from transforms.token_budget import TokenBudget
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
 
 LLM_BUDGET = TokenBudget(chunk_size=128)  # the budget the LLM stage tests fit headers to
 
@@ -931,3 +936,63 @@ def test_the_context_time_limit_is_a_flag() -> None:
     assert config_from_options(options).context.timeout_s == 5
     with pytest.raises(ValueError, match="--context_timeout_s"):
         ContextConfig(mode="path", timeout_s=-1)
+
+
+def _reference_page_headers(raw: bytes, name: str) -> tuple[list[Chunk], _Tally]:
+    """A real reference page extracted, chunked at the job's default budget and headed."""
+    from transforms.chunking.routing import ChunkingConfig, DocumentChunker
+    from transforms.ingest.html import html_to_markdown
+
+    e = html_to_markdown(raw)
+    budget = TokenBudget(chunk_size=192, header_reserve=32, chunk_overlap=32)
+    doc = Document(
+        doc_id="d", source=f"html/{name}", doc_type="html", text=e.text, content_hash="h",
+        title=e.title,
+    )  # fmt: skip
+    chunks = DocumentChunker(ChunkingConfig(budget=budget)).chunk_document(doc)
+    counts = _Tally()
+    fitter = HeaderFitter.for_budget(budget)
+    return list(path_contexts(chunks, ContextConfig("path"), fitter, counts)), counts
+
+
+def test_a_reference_page_s_name_line_heads_the_chunk_where_its_description_starts() -> None:
+    """PostgreSQL's VACUUM page (samples/html/sql-vacuum.html): its opening is the title, the
+    name line and a synopsis too long to leave room for the Description, whose first chunk
+    then has the name line in place of the title in its header. That chunk alone: the
+    opening goes without a header, the synopsis's rest and the later sections keep the title."""
+    with open(os.path.join(SAMPLES, "html", "sql-vacuum.html"), "rb") as f:
+        out, counts = _reference_page_headers(f.read(), "sql-vacuum.html")
+    name_line = "VACUUM — garbage-collect and optionally analyze a database"
+    assert out[0].context is None and out[0].text.startswith(f"# VACUUM\n\n{name_line}\n")
+    named = [c for c in out if c.context and name_line in c.context]
+    assert len(named) == 1 and counts.tally["context_name_lines"] == 1
+    assert named[0].context == f"sql-vacuum.html > {name_line} > Description"
+    assert named[0].text.startswith("## Description\n\n`VACUUM` reclaims storage")
+    assert named[0].chunk_index > 1  # the synopsis's rest came between
+    others = [c for c in out[1:] if c is not named[0]]
+    assert others and all(c.context.startswith("sql-vacuum.html > VACUUM >") for c in others)
+
+
+@pytest.mark.parametrize(
+    ("page", "named_text"),
+    [
+        # the opening reaches the Description: the name line shares its chunk, no header names it
+        ("postgresql15-sql-set.html.gz", None),
+        # a synopsis of command lines, not a code block, that fills the opening
+        ("postgresql15-app-pg-ctl.html.gz", "## Description"),
+        # the Description starts in the chunk that ends the synopsis
+        ("postgresql15-sql-revoke.html.gz", "## Description"),
+    ],
+)
+def test_the_name_line_heads_no_chunk_where_the_opening_reaches_the_description(
+    page: str, named_text: str | None
+) -> None:
+    with gzip.open(os.path.join(DATA, page)) as f:
+        out, counts = _reference_page_headers(f.read(), page.removesuffix(".gz"))
+    named = [c for c in out if c.context and " — " in c.context]
+    if named_text is None:
+        assert not named and "context_name_lines" not in counts.tally
+        assert "## Description" in out[0].text
+        return
+    assert len(named) == 1 and named_text in named[0].text
+    assert named_text not in out[0].text

@@ -175,6 +175,55 @@ def text_opens_with_title(
     )
 
 
+# A reference page's name line: the name, a dash, what it is for ("VACUUM — garbage-collect
+# and optionally analyze a database", a man page's "git-blame - Show what revision ...")
+_NAME_LINE_DASH = re.compile(r"[ \t]+(?:—|–|-{1,2})[ \t]+")
+_FENCE_LINE = re.compile(r"(?:```|~~~)")
+
+
+def name_line_lead(
+    title: str | None, doc_type: str, section_path: Sequence[str], texts: Sequence[str]
+) -> tuple[int, str] | None:
+    """(index in `texts`, name line) when a document's chunk texts (in order, parents left
+    out; `title`, `doc_type` and `section_path` are its first chunk's) open as a reference
+    page whose opening chunk could not reach the page's description.
+
+    DocBook's reference pages and man pages open with a title, a name line (the title, a
+    dash, what the command is for: "VACUUM — garbage-collect and optionally analyze a
+    database"), a synopsis and a description. The opening chunk goes on into the
+    description's first paragraphs where they fit (`MarkdownChunker`), so that the sentence
+    saying what the page is for shares the chunk of the phrase saying it; where the synopsis
+    fills the opening (the opening holds no heading after the synopsis's), the chunk that
+    holds the next section's heading gets the name line in place of the title in its path header
+    ("sql-vacuum.html > VACUUM — garbage-collect and optionally analyze a database >
+    Description"). That chunk only: the name line in every chunk's header made each of them
+    match the page's questions (docs/decisions.md)."""
+    if not texts or not text_opens_with_title(texts[0], title, doc_type, section_path):
+        return None
+    blocks = [line.rstrip() for line in texts[0].split("\n")[1:] if line.strip()]
+    if len(blocks) < 3:
+        return None
+    name, heading = blocks[0], blocks[1]
+    dash = _NAME_LINE_DASH.search(name)
+    if (
+        dash is None
+        or not _same_heading(_clean_heading(name[: dash.start()]), _clean_heading(title or ""))
+        or not _OPENING_HEADING.fullmatch(heading)
+    ):
+        return None
+    # The opening holds no other heading (outside code): it ends in its first section. Then
+    # the chunk that holds the next heading is where the page's prose starts.
+    in_code = False
+    for i, text in enumerate(texts):
+        lines = blocks[2:] if i == 0 else text.split("\n")
+        for line in lines:
+            if _FENCE_LINE.match(line.lstrip()):
+                in_code = not in_code
+            elif not in_code and _OPENING_HEADING.fullmatch(line):
+                return None if i == 0 else (i, " ".join(name.split()))
+    return None
+
+
 def table_line(chunk: Chunk) -> str:
     """A piece of a split table: its column names on a line after the path; else ""."""
     return "\n" + chunk.table_header if chunk.table_header else ""

@@ -20,6 +20,7 @@ from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
 from transforms.context.path import (
     FittedHeader,
     HeaderFitter,
+    name_line_lead,
     opens_with_title,
     path_parts,
     table_line,
@@ -50,19 +51,42 @@ def _with_header(
 
 
 def _path_context(
-    chunk: Chunk, config: ContextConfig, fitter: HeaderFitter, counts: Counts, source: str
+    chunk: Chunk,
+    config: ContextConfig,
+    fitter: HeaderFitter,
+    counts: Counts,
+    source: str,
+    name_line: str | None = None,
 ) -> Chunk:
     if source == "path" and opens_with_title(chunk):  # the page's opening names itself
         counts.stat("context_self_titled")
         return dataclasses.replace(chunk, context=None, context_source=None)
+    parts = path_parts(chunk, config.header_folders)
+    if name_line is not None and len(parts) > 1:
+        # the page's name line in place of its title (`name_line_lead`)
+        counts.stat("context_name_lines")
+        parts[1] = (name_line,)
     fitted = fitter.fit_path(
-        path_parts(chunk, config.header_folders),
+        parts,
         table_line(chunk),
         chunk.text,
         chunk.token_count,
         config.max_header_tokens,
     )
     return _with_header(chunk, fitted, source, fitter, counts)
+
+
+def _name_line_of(chunks: list[Chunk]) -> tuple[str, str] | None:
+    """(chunk id, name line): the chunk of a reference page that takes the page's name line
+    in its header (`name_line_lead`)."""
+    children = sorted((c for c in chunks if not c.is_parent), key=lambda c: c.chunk_index)
+    if not children:
+        return None
+    first = children[0]
+    found = name_line_lead(
+        first.title, first.doc_type, first.section_path, [c.text for c in children]
+    )
+    return None if found is None else (children[found[0]].chunk_id, found[1])
 
 
 def path_contexts(
@@ -79,15 +103,17 @@ def path_contexts(
     limit = config.timeout_s
     deadline = time.monotonic() + limit if limit > 0 else None
     timed_out = 0
+    named = _name_line_of(chunks := list(chunks)) if source == "path" else None
     for chunk in chunks:
+        name_line = named[1] if named is not None and named[0] == chunk.chunk_id else None
         if deadline is None:
-            yield _path_context(chunk, config, fitter, counts, source)
+            yield _path_context(chunk, config, fitter, counts, source, name_line)
             continue
         left = deadline - time.monotonic()
         if not timed_out and left > 0:
             try:
                 with time_limit(left):  # checked inside the fitting of a header too
-                    with_header = _path_context(chunk, config, fitter, counts, source)
+                    with_header = _path_context(chunk, config, fitter, counts, source, name_line)
             except ChunkTimeout:
                 pass
             else:
