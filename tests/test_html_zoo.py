@@ -857,3 +857,19 @@ def test_several_articles_are_items_of_the_page_not_its_content():
         "</body></html>"
     )
     assert "Site news" not in html_to_markdown(page.encode()).text
+
+
+def test_a_blocks_source_indentation_is_no_text():
+    # Erlang's descriptions put an example after their text ("Example:" and a newline), or
+    # alone (`<dd>`, a newline), before a <div><pre> on a source line indented with spaces:
+    # trafilatura wrote the indentation before the opening fence, and the code at the margin,
+    # which CommonMark reads as paragraph text and its closing fence as the opening of a code
+    # block over what follows (the invariant: 1 on this page, 6 on gen_sctp's)
+    text = _checked("erlang25-kernel-app.html.gz").text
+    assert (
+        "parameters of the default logger_std_h handler. Example:\n  ```\n  erl -kernel logger "
+        "'[{handler,default,logger_std_h,#{config=>#{file=>\"/tmp/erlang.log\"}}}]'\n  ```\n"
+        "- **error_logger_format_depth**\n"
+    ) in text
+    # a description's paragraph after a newline and 8 spaces: before, an indented code block
+    assert "- **net_setuptime = SetupTime**\n:\n\n  SetupTime must be a positive integer" in text

@@ -1845,14 +1845,24 @@ def _collapsed(text: str, keep_start: bool, keep_end: bool, after_space: bool) -
     kept or it holds a no-break space."""
     start, body, end = _EDGES.match(text).groups()
     if not body:
-        if keep_start or keep_end or not _HTML_WHITESPACE.fullmatch(text):
+        if not _HTML_WHITESPACE.fullmatch(text):
             return text  # "&nbsp;", which a browser does not collapse, stays
+        if keep_end:
+            return _unindented(text)
+        if keep_start:
+            return text
         return "" if after_space else " "
     body = _HTML_WHITESPACE.sub(" ", body)
     if start and not keep_start:
         start = "" if after_space and _HTML_WHITESPACE.fullmatch(start) else " "
-    end = end if keep_end or not end else " "
+    end = _unindented(end) if keep_end else " " if end else end
     return start + body + end
+
+
+def _unindented(edge: str) -> str:
+    """Whitespace before a block or a line break, less what follows its last line break: the
+    indentation of the source line that the block starts on, which no browser shows."""
+    return edge[: edge.rfind("\n") + 1] if "\n" in edge else edge
 
 
 def _breaks(el: HtmlElement) -> bool:
@@ -1876,6 +1886,12 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
     three lines below, a description of nothing) is one space, or none after a space or at a
     line's start, and texi2any's index anchors (empty ``<span>``s, each on its own line) no
     longer leave their newlines in a paragraph.
+
+    Whitespace before a block or a line break loses what follows its last newline, the
+    indentation of the source line the block starts on (`_unindented`): trafilatura wrote it
+    before an opening fence ("Example:", a newline and six spaces, then Erlang's ``<div
+    class="example"><pre>`` in a ``<dd>``), the code at the margin, and CommonMark read the
+    fence as paragraph text and its closing fence as the opening of a code block.
     """
     kept = {el for top in tree.iter(*_WHITESPACE_KEPT) for el in top.iter()}
     after_space = True  # the text read last ends with whitespace, or a line starts here
