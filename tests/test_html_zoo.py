@@ -873,3 +873,15 @@ def test_a_blocks_source_indentation_is_no_text():
     ) in text
     # a description's paragraph after a newline and 8 spaces: before, an indented code block
     assert "- **net_setuptime = SetupTime**\n:\n\n  SetupTime must be a positive integer" in text
+
+
+def test_a_paragraphs_dash_inside_a_line_is_not_escaped():
+    # Erlang's release notes write their own dashes, a paragraph each ("<p>- The arity
+    # calculation is updated.</p>") in a list item: trafilatura escapes the dash that starts a
+    # paragraph, then writes the item's paragraphs on its line, where the "\-" starts nothing
+    text = _checked("erlang25-eunit-notes.html.gz").text
+    assert (
+        "in the documentation build process. - The arity calculation is updated. - The module "
+        "prefix used"
+    ) in text
+    assert "\\-" not in text
