@@ -885,3 +885,15 @@ def test_a_paragraphs_dash_inside_a_line_is_not_escaped():
         "prefix used"
     ) in text
     assert "\\-" not in text
+
+
+def test_a_sentence_of_links_to_the_pages_anchors_is_content():
+    # math's description is two sentences, one with links to two functions of the page: a
+    # short section of links to the page's own anchors was kept as a table of contents, and
+    # trafilatura's link-density test dropped the whole description, its heading with it
+    text = _checked("erlang25-stdlib-math.html.gz").text
+    assert (
+        "### Description\n\n\nThis module provides an interface to a number of mathematical "
+        "functions.\n\nNote\n\n\nNot all functions are provided on all platforms. In particular, "
+        "the erf/1 and erfc/1 functions are not provided on Windows.\n"
+    ) in text

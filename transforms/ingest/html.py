@@ -1086,7 +1086,8 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
     (a link on its type), went from sections of under 300 characters (it changes 16 of the
     zoo's 40 Javadoc pages), and a Doxygen member's "Definition at line 38 of file reader.h"
     (two short links) with it. Links to the page's own anchors stay links: a short section
-    of them is a table of contents (Sphinx's ``div.contents.local``), pruned as before.
+    of them is a table of contents (Sphinx's ``div.contents.local``), pruned as before; but
+    not in a paragraph of more words outside its links than in them (`_in_prose`).
     """
     for heading in list(tree.iter(*_HEADING_TAGS)):
         if _in_navigation(heading):
@@ -1094,7 +1095,7 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
         body = _section_body(heading)
         if sum(len(_plain(shown_text(el))) for el in body) < SHORT_SECTION_CHARS:
             for link in [a for el in body for a in el.iter("a")]:
-                if not (link.get("href") or "").startswith("#"):
+                if not (link.get("href") or "").startswith("#") or _in_prose(link):
                     link.drop_tag()  # not a table of the page's own contents
             continue
         paragraphs = [p for el in body for p in el.iter("p")]
@@ -1105,6 +1106,20 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
             continue  # the section holds more than its paragraph
         for link in list(paragraphs[0].iter("a")):
             link.drop_tag()
+
+
+def _in_prose(link: HtmlElement) -> bool:
+    """Whether `link` is in a paragraph with more words outside its links than in them: a
+    sentence that refers to the page's own anchors, not a table of contents (Erlang's type
+    ``info_keys()``: "Defines the information elements of the table(s) printed by the i/0,
+    i/1 and i/2 functions.", three links to the functions below, which trafilatura's
+    link-density test dropped, the section then a heading over nothing)."""
+    paragraph = next(link.iterancestors("p"), None)
+    if paragraph is None:
+        return False
+    words = len(_WORD.findall(paragraph.text_content()))
+    in_links = len(_WORD.findall(" ".join(a.text_content() for a in paragraph.iter("a"))))
+    return words - in_links > in_links
 
 
 def _definition_term_links_as_text(tree: HtmlElement) -> None:
