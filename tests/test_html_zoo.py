@@ -8,6 +8,7 @@ import re
 import lxml.html
 import trafilatura
 
+from transforms.chunking.block_parser import block_parser
 from transforms.chunking.markdown import headings, markdown_sections
 from transforms.ingest.html import HtmlExtraction, _prose_item_links_as_text, html_to_markdown
 from transforms.ingest.structure_check import check_page
@@ -897,3 +898,16 @@ def test_a_sentence_of_links_to_the_pages_anchors_is_content():
         "functions.\n\nNote\n\n\nNot all functions are provided on all platforms. In particular, "
         "the erf/1 and erfc/1 functions are not provided on Windows.\n"
     ) in text
+
+
+def test_an_items_text_starts_at_its_marker():
+    # zsh's FAQ writes an item's text after a space ("<li> Syntax:", a nested <ul> below):
+    # trafilatura wrote it after the marker, "-  Syntax:", whose content then starts at the
+    # fourth column, and the nested items, two columns in, read as items of the outer list
+    text = _checked("zsh59-faq02.html.gz").text
+    assert "\n- Syntax:\n  - \\* Shell word splitting: see question 3.1.\n" in text
+    assert "\n2. invoking zsh as sh or ksh" in text  # not "2.  invoking"
+    levels = {
+        t.content.split(":")[0]: t.level for t in block_parser().parse(text) if t.type == "inline"
+    }
+    assert levels["\\* Shell word splitting"] > levels["Syntax"]

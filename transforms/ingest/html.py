@@ -1849,6 +1849,7 @@ _LINE_BREAKS = _BLOCK_TAGS | {
     "main", "body", "html", "header", "footer", "nav", "aside", "figure", "figcaption",
     "form", "fieldset", "address", "center", "dir", "menu",
 }  # fmt: skip
+_ITEM_TAGS = ("li", "dt", "dd")
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.S)
 _HTML_WHITESPACE = re.compile(r"[ \t\r\n\f]+")
 
@@ -1906,7 +1907,10 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
     indentation of the source line the block starts on (`_unindented`): trafilatura wrote it
     before an opening fence ("Example:", a newline and six spaces, then Erlang's ``<div
     class="example"><pre>`` in a ``<dd>``), the code at the margin, and CommonMark read the
-    fence as paragraph text and its closing fence as the opening of a code block.
+    fence as paragraph text and its closing fence as the opening of a code block. And a list
+    item's or a definition's own text starts at its marker: whitespace there goes (zsh's FAQ,
+    ``<li> Syntax:``, came out as "-  Syntax:", whose nested list then read as the outer
+    one's items; the GPL's sections in gettext's manual as "1." and the text on the next line).
     """
     kept = {el for top in tree.iter(*_WHITESPACE_KEPT) for el in top.iter()}
     after_space = True  # the text read last ends with whitespace, or a line starts here
@@ -1925,7 +1929,9 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
             after_space = True  # a block starts or ends, a line ends
         if event == "start":
             # the text ends at the first child, or at the element's own end
-            el.text = read(el.text, _breaks(el), _breaks(el[0] if len(el) else el), el not in kept)
+            # an item's text starts at its marker: whitespace there goes (a browser shows none)
+            start = _breaks(el) and el.tag not in _ITEM_TAGS
+            el.text = read(el.text, start, _breaks(el[0] if len(el) else el), el not in kept)
         elif el.tail and (parent := el.getparent()) is not None:
             # the tail ends at the next sibling, or at the parent's end
             after = el.getnext()
