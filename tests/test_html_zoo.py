@@ -809,8 +809,8 @@ def test_whitespace_between_inline_elements_is_one_space_across_them():
     # invariant read as 18 headings of nothing on this page
     text = _checked("erlang25-statem.html.gz").text
     assert (
-        "- **state_functions**\n: Events are handled by one callback function per state.\n"
-        "- **handle_event_function**\n: Events are handled by one single callback function.\n"
+        "- **`state_functions`**\n: Events are handled by one callback function per state.\n"
+        "- **`handle_event_function`**\n: Events are handled by one single callback function.\n"
     ) in text
     # a run across elements is one space, and none after a space or at a line's start:
     # texi2any's index anchors, empty spans each on a line of its own, left their newlines
@@ -868,12 +868,14 @@ def test_a_blocks_source_indentation_is_no_text():
     # block over what follows (the invariant: 1 on this page, 6 on gen_sctp's)
     text = _checked("erlang25-kernel-app.html.gz").text
     assert (
-        "parameters of the default logger_std_h handler. Example:\n  ```\n  erl -kernel logger "
+        "parameters of the default `logger_std_h` handler. Example:\n  ```\n  erl -kernel logger "
         "'[{handler,default,logger_std_h,#{config=>#{file=>\"/tmp/erlang.log\"}}}]'\n  ```\n"
-        "- **error_logger_format_depth**\n"
+        "- **`error_logger_format_depth`**\n"
     ) in text
     # a description's paragraph after a newline and 8 spaces: before, an indented code block
-    assert "- **net_setuptime = SetupTime**\n:\n\n  SetupTime must be a positive integer" in text
+    assert (
+        "- **`net_setuptime = SetupTime`**\n:\n\n  `SetupTime` must be a positive integer" in text
+    )
 
 
 def test_a_paragraphs_dash_inside_a_line_is_not_escaped():
@@ -896,7 +898,7 @@ def test_a_sentence_of_links_to_the_pages_anchors_is_content():
     assert (
         "### Description\n\n\nThis module provides an interface to a number of mathematical "
         "functions.\n\nNote\n\n\nNot all functions are provided on all platforms. In particular, "
-        "the erf/1 and erfc/1 functions are not provided on Windows.\n"
+        "the `erf/1` and `erfc/1` functions are not provided on Windows.\n"
     ) in text
 
 
@@ -911,3 +913,15 @@ def test_an_items_text_starts_at_its_marker():
         t.content.split(":")[0]: t.level for t in block_parser().parse(text) if t.type == "inline"
     }
     assert levels["\\* Shell word splitting"] > levels["Syntax"]
+
+
+def test_erlangs_inline_code_is_code():
+    # Erlang marks inline code <span class="code">, which trafilatura writes as plain text;
+    # a term of three such spans, the middle one a link wrapped in <span class="bold_code">,
+    # came out as "`modes = [``file:mode()``]`" once the spans were code: the wrapper kept
+    # the linked span from its neighbours, and Markdown reads the run of two backticks
+    text = _checked("erlang25-kernel-logger-std-h.html.gz").text
+    assert "\n- **`modes = [file:mode()]`**\n: This specifies the file modes to use" in text
+    assert "see `file:open/2`. If `modes` are not specified, the default list used is " in text
+    # an item's text after a newline and a tab: "-" and the text indented on the next line
+    assert "\n  - If `raw` is not found in the list, it is added.\n" in text

@@ -160,6 +160,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _anchors_are_no_boilerplate(tree)
     _admonition_titles_are_no_boilerplate(tree)
     _code_captions_are_content(tree)
+    _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
@@ -950,6 +951,24 @@ _CODE_LINKS_XPATH = XPath(
 )
 
 
+_CODE_SPANS_XPATH = XPath("//span[contains(concat(' ', normalize-space(@class), ' '), ' code ')]")
+
+
+def _code_spans_as_code(tree: HtmlElement) -> None:
+    """Erlang's inline code, ``<span class="code">``, as ``<code>``.
+
+    trafilatura writes a ``<span>`` as its text: Erlang's pages (erl_docgen) mark each name,
+    call and literal of their prose so (6,648 spans on the zoo's 40 Erlang pages), and their
+    text lost the marking that the other generators' keeps. A link that is the code alone
+    (``<span class="bold_code"><a><span class="code">file:mode()</span></a></span>``) is then
+    a link to code, which `_drop_widgets` makes text, and a ``<span>`` that wraps code whole
+    goes (`_adjacent_inline_code_joined`).
+    """
+    for span in _CODE_SPANS_XPATH(tree):
+        if not _in_pre(span):
+            span.tag = "code"
+
+
 def _drop_widgets(tree: HtmlElement) -> None:
     """Remove rustdoc's links, toggles and tooltips that sit in or beside its headings.
 
@@ -1368,8 +1387,8 @@ def _in_pre(element: HtmlElement) -> bool:
 
 
 def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
-    """Inline code that emphasis wraps whole as the code alone, and inline code right after
-    inline code (nothing between them, not even a space) as one span.
+    """Inline code that emphasis or a ``<span>`` wraps whole as the code alone, and inline code
+    right after inline code (nothing between them, not even a space) as one span.
 
     trafilatura writes two code spans that touch as "`a``b`", which Markdown reads as one
     span holding "a``b", and loses the space after emphasis that holds only code: DocBook's
@@ -1380,9 +1399,11 @@ def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
     <span class="pre">name</span></code>``, a term's class and name, 164 on Django's pages).
     Found by the listing of page text the document does not hold, whose
     words these joins glued (docs/structure.md). Emphasis is no text of code; the span says
-    it is code.
+    it is code. Erlang's linked code between two code spans (logger_std_h's term ``modes =
+    [file:mode()]``, the middle one in ``<span class="bold_code">``) read "`modes =
+    [``file:mode()``]`" while the ``<span>`` kept it from its neighbours.
     """
-    for emphasis in list(tree.iter(*_EMPHASIS)):
+    for emphasis in list(tree.iter(*_EMPHASIS, "span")):
         children = [c for c in emphasis if isinstance(c.tag, str)]
         if (
             len(children) == 1
