@@ -99,6 +99,11 @@ def test_without_escapes_keeps_those_that_keep_the_structure():
         "\\# not a heading\n1\\. not a list"
     )
     assert without_escapes("| a \\| b | \\<c> |") == "| a \\| b | <c> |"
+    # ...but inside a line, after a space (a list item's paragraphs, which trafilatura writes
+    # on the item's line), such an escape starts nothing: it goes, outside code spans
+    assert without_escapes("- a: \\- b \\+ c 2\\. d \\> e \\## f") == "- a: - b + c 2. d > e ## f"
+    assert without_escapes("- \\- a\\-b `c \\- d`") == "- \\- a\\-b `c \\- d`"
+    assert without_escapes("- 1\\. a") == "- 1\\. a"
 
 
 def test_without_escapes_in_a_heading_keeps_its_plain_text():

@@ -8,6 +8,7 @@ import re
 import lxml.html
 import trafilatura
 
+from transforms.chunking.block_parser import block_parser
 from transforms.chunking.markdown import headings, markdown_sections
 from transforms.ingest.html import HtmlExtraction, _prose_item_links_as_text, html_to_markdown
 from transforms.ingest.structure_check import check_page
@@ -808,8 +809,8 @@ def test_whitespace_between_inline_elements_is_one_space_across_them():
     # invariant read as 18 headings of nothing on this page
     text = _checked("erlang25-statem.html.gz").text
     assert (
-        "- **state_functions**\n: Events are handled by one callback function per state.\n"
-        "- **handle_event_function**\n: Events are handled by one single callback function.\n"
+        "- **`state_functions`**\n: Events are handled by one callback function per state.\n"
+        "- **`handle_event_function`**\n: Events are handled by one single callback function.\n"
     ) in text
     # a run across elements is one space, and none after a space or at a line's start:
     # texi2any's index anchors, empty spans each on a line of its own, left their newlines
@@ -857,3 +858,70 @@ def test_several_articles_are_items_of_the_page_not_its_content():
         "</body></html>"
     )
     assert "Site news" not in html_to_markdown(page.encode()).text
+
+
+def test_a_blocks_source_indentation_is_no_text():
+    # Erlang's descriptions put an example after their text ("Example:" and a newline), or
+    # alone (`<dd>`, a newline), before a <div><pre> on a source line indented with spaces:
+    # trafilatura wrote the indentation before the opening fence, and the code at the margin,
+    # which CommonMark reads as paragraph text and its closing fence as the opening of a code
+    # block over what follows (the invariant: 1 on this page, 6 on gen_sctp's)
+    text = _checked("erlang25-kernel-app.html.gz").text
+    assert (
+        "parameters of the default `logger_std_h` handler. Example:\n  ```\n  erl -kernel logger "
+        "'[{handler,default,logger_std_h,#{config=>#{file=>\"/tmp/erlang.log\"}}}]'\n  ```\n"
+        "- **`error_logger_format_depth`**\n"
+    ) in text
+    # a description's paragraph after a newline and 8 spaces: before, an indented code block
+    assert (
+        "- **`net_setuptime = SetupTime`**\n:\n\n  `SetupTime` must be a positive integer" in text
+    )
+
+
+def test_a_paragraphs_dash_inside_a_line_is_not_escaped():
+    # Erlang's release notes write their own dashes, a paragraph each ("<p>- The arity
+    # calculation is updated.</p>") in a list item: trafilatura escapes the dash that starts a
+    # paragraph, then writes the item's paragraphs on its line, where the "\-" starts nothing
+    text = _checked("erlang25-eunit-notes.html.gz").text
+    assert (
+        "in the documentation build process. - The arity calculation is updated. - The module "
+        "prefix used"
+    ) in text
+    assert "\\-" not in text
+
+
+def test_a_sentence_of_links_to_the_pages_anchors_is_content():
+    # math's description is two sentences, one with links to two functions of the page: a
+    # short section of links to the page's own anchors was kept as a table of contents, and
+    # trafilatura's link-density test dropped the whole description, its heading with it
+    text = _checked("erlang25-stdlib-math.html.gz").text
+    assert (
+        "### Description\n\n\nThis module provides an interface to a number of mathematical "
+        "functions.\n\nNote\n\n\nNot all functions are provided on all platforms. In particular, "
+        "the `erf/1` and `erfc/1` functions are not provided on Windows.\n"
+    ) in text
+
+
+def test_an_items_text_starts_at_its_marker():
+    # zsh's FAQ writes an item's text after a space ("<li> Syntax:", a nested <ul> below):
+    # trafilatura wrote it after the marker, "-  Syntax:", whose content then starts at the
+    # fourth column, and the nested items, two columns in, read as items of the outer list
+    text = _checked("zsh59-faq02.html.gz").text
+    assert "\n- Syntax:\n  - \\* Shell word splitting: see question 3.1.\n" in text
+    assert "\n2. invoking zsh as sh or ksh" in text  # not "2.  invoking"
+    levels = {
+        t.content.split(":")[0]: t.level for t in block_parser().parse(text) if t.type == "inline"
+    }
+    assert levels["\\* Shell word splitting"] > levels["Syntax"]
+
+
+def test_erlangs_inline_code_is_code():
+    # Erlang marks inline code <span class="code">, which trafilatura writes as plain text;
+    # a term of three such spans, the middle one a link wrapped in <span class="bold_code">,
+    # came out as "`modes = [``file:mode()``]`" once the spans were code: the wrapper kept
+    # the linked span from its neighbours, and Markdown reads the run of two backticks
+    text = _checked("erlang25-kernel-logger-std-h.html.gz").text
+    assert "\n- **`modes = [file:mode()]`**\n: This specifies the file modes to use" in text
+    assert "see `file:open/2`. If `modes` are not specified, the default list used is " in text
+    # an item's text after a newline and a tab: "-" and the text indented on the next line
+    assert "\n  - If `raw` is not found in the list, it is added.\n" in text

@@ -160,6 +160,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _anchors_are_no_boilerplate(tree)
     _admonition_titles_are_no_boilerplate(tree)
     _code_captions_are_content(tree)
+    _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
@@ -950,6 +951,24 @@ _CODE_LINKS_XPATH = XPath(
 )
 
 
+_CODE_SPANS_XPATH = XPath("//span[contains(concat(' ', normalize-space(@class), ' '), ' code ')]")
+
+
+def _code_spans_as_code(tree: HtmlElement) -> None:
+    """Erlang's inline code, ``<span class="code">``, as ``<code>``.
+
+    trafilatura writes a ``<span>`` as its text: Erlang's pages (erl_docgen) mark each name,
+    call and literal of their prose so (6,648 spans on the zoo's 40 Erlang pages), and their
+    text lost the marking that the other generators' keeps. A link that is the code alone
+    (``<span class="bold_code"><a><span class="code">file:mode()</span></a></span>``) is then
+    a link to code, which `_drop_widgets` makes text, and a ``<span>`` that wraps code whole
+    goes (`_adjacent_inline_code_joined`).
+    """
+    for span in _CODE_SPANS_XPATH(tree):
+        if not _in_pre(span):
+            span.tag = "code"
+
+
 def _drop_widgets(tree: HtmlElement) -> None:
     """Remove rustdoc's links, toggles and tooltips that sit in or beside its headings.
 
@@ -1086,7 +1105,8 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
     (a link on its type), went from sections of under 300 characters (it changes 16 of the
     zoo's 40 Javadoc pages), and a Doxygen member's "Definition at line 38 of file reader.h"
     (two short links) with it. Links to the page's own anchors stay links: a short section
-    of them is a table of contents (Sphinx's ``div.contents.local``), pruned as before.
+    of them is a table of contents (Sphinx's ``div.contents.local``), pruned as before; but
+    not in a paragraph of more words outside its links than in them (`_in_prose`).
     """
     for heading in list(tree.iter(*_HEADING_TAGS)):
         if _in_navigation(heading):
@@ -1094,7 +1114,7 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
         body = _section_body(heading)
         if sum(len(_plain(shown_text(el))) for el in body) < SHORT_SECTION_CHARS:
             for link in [a for el in body for a in el.iter("a")]:
-                if not (link.get("href") or "").startswith("#"):
+                if not (link.get("href") or "").startswith("#") or _in_prose(link):
                     link.drop_tag()  # not a table of the page's own contents
             continue
         paragraphs = [p for el in body for p in el.iter("p")]
@@ -1105,6 +1125,20 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
             continue  # the section holds more than its paragraph
         for link in list(paragraphs[0].iter("a")):
             link.drop_tag()
+
+
+def _in_prose(link: HtmlElement) -> bool:
+    """Whether `link` is in a paragraph with more words outside its links than in them: a
+    sentence that refers to the page's own anchors, not a table of contents (Erlang's type
+    ``info_keys()``: "Defines the information elements of the table(s) printed by the i/0,
+    i/1 and i/2 functions.", three links to the functions below, which trafilatura's
+    link-density test dropped, the section then a heading over nothing)."""
+    paragraph = next(link.iterancestors("p"), None)
+    if paragraph is None:
+        return False
+    words = len(_WORD.findall(paragraph.text_content()))
+    in_links = len(_WORD.findall(" ".join(a.text_content() for a in paragraph.iter("a"))))
+    return words - in_links > in_links
 
 
 def _definition_term_links_as_text(tree: HtmlElement) -> None:
@@ -1353,8 +1387,8 @@ def _in_pre(element: HtmlElement) -> bool:
 
 
 def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
-    """Inline code that emphasis wraps whole as the code alone, and inline code right after
-    inline code (nothing between them, not even a space) as one span.
+    """Inline code that emphasis or a ``<span>`` wraps whole as the code alone, and inline code
+    right after inline code (nothing between them, not even a space) as one span.
 
     trafilatura writes two code spans that touch as "`a``b`", which Markdown reads as one
     span holding "a``b", and loses the space after emphasis that holds only code: DocBook's
@@ -1365,9 +1399,11 @@ def _adjacent_inline_code_joined(tree: HtmlElement) -> None:
     <span class="pre">name</span></code>``, a term's class and name, 164 on Django's pages).
     Found by the listing of page text the document does not hold, whose
     words these joins glued (docs/structure.md). Emphasis is no text of code; the span says
-    it is code.
+    it is code. Erlang's linked code between two code spans (logger_std_h's term ``modes =
+    [file:mode()]``, the middle one in ``<span class="bold_code">``) read "`modes =
+    [``file:mode()``]`" while the ``<span>`` kept it from its neighbours.
     """
-    for emphasis in list(tree.iter(*_EMPHASIS)):
+    for emphasis in list(tree.iter(*_EMPHASIS, "span")):
         children = [c for c in emphasis if isinstance(c.tag, str)]
         if (
             len(children) == 1
@@ -1834,6 +1870,7 @@ _LINE_BREAKS = _BLOCK_TAGS | {
     "main", "body", "html", "header", "footer", "nav", "aside", "figure", "figcaption",
     "form", "fieldset", "address", "center", "dir", "menu",
 }  # fmt: skip
+_ITEM_TAGS = ("li", "dt", "dd")
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.S)
 _HTML_WHITESPACE = re.compile(r"[ \t\r\n\f]+")
 
@@ -1845,14 +1882,24 @@ def _collapsed(text: str, keep_start: bool, keep_end: bool, after_space: bool) -
     kept or it holds a no-break space."""
     start, body, end = _EDGES.match(text).groups()
     if not body:
-        if keep_start or keep_end or not _HTML_WHITESPACE.fullmatch(text):
+        if not _HTML_WHITESPACE.fullmatch(text):
             return text  # "&nbsp;", which a browser does not collapse, stays
+        if keep_end:
+            return _unindented(text)
+        if keep_start:
+            return text
         return "" if after_space else " "
     body = _HTML_WHITESPACE.sub(" ", body)
     if start and not keep_start:
         start = "" if after_space and _HTML_WHITESPACE.fullmatch(start) else " "
-    end = end if keep_end or not end else " "
+    end = _unindented(end) if keep_end else " " if end else end
     return start + body + end
+
+
+def _unindented(edge: str) -> str:
+    """Whitespace before a block or a line break, less what follows its last line break: the
+    indentation of the source line that the block starts on, which no browser shows."""
+    return edge[: edge.rfind("\n") + 1] if "\n" in edge else edge
 
 
 def _breaks(el: HtmlElement) -> bool:
@@ -1876,6 +1923,15 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
     three lines below, a description of nothing) is one space, or none after a space or at a
     line's start, and texi2any's index anchors (empty ``<span>``s, each on its own line) no
     longer leave their newlines in a paragraph.
+
+    Whitespace before a block or a line break loses what follows its last newline, the
+    indentation of the source line the block starts on (`_unindented`): trafilatura wrote it
+    before an opening fence ("Example:", a newline and six spaces, then Erlang's ``<div
+    class="example"><pre>`` in a ``<dd>``), the code at the margin, and CommonMark read the
+    fence as paragraph text and its closing fence as the opening of a code block. And a list
+    item's or a definition's own text starts at its marker: whitespace there goes (zsh's FAQ,
+    ``<li> Syntax:``, came out as "-  Syntax:", whose nested list then read as the outer
+    one's items; the GPL's sections in gettext's manual as "1." and the text on the next line).
     """
     kept = {el for top in tree.iter(*_WHITESPACE_KEPT) for el in top.iter()}
     after_space = True  # the text read last ends with whitespace, or a line starts here
@@ -1894,7 +1950,9 @@ def _whitespace_collapsed(tree: HtmlElement) -> None:
             after_space = True  # a block starts or ends, a line ends
         if event == "start":
             # the text ends at the first child, or at the element's own end
-            el.text = read(el.text, _breaks(el), _breaks(el[0] if len(el) else el), el not in kept)
+            # an item's text starts at its marker: whitespace there goes (a browser shows none)
+            start = _breaks(el) and el.tag not in _ITEM_TAGS
+            el.text = read(el.text, start, _breaks(el[0] if len(el) else el), el not in kept)
         elif el.tail and (parent := el.getparent()) is not None:
             # the tail ends at the next sibling, or at the parent's end
             after = el.getnext()

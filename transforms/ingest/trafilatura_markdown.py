@@ -25,7 +25,8 @@ would change the structure the chunker reads:
   link, the chunker reads as text: they lose their escapes);
 * the escapes trafilatura adds before a line's first ``#``, ``>``, ``-``, ``+`` or ``1.``
   (``_escape_block_start``) and ``\\|`` in a table row are Markdown syntax, not escapes of
-  text: they are not touched.
+  text: they are not touched. The same escapes inside a line, after a space (a list item's
+  paragraphs, which trafilatura writes on the item's line), start nothing and go.
 """
 
 from __future__ import annotations
@@ -380,5 +381,52 @@ def without_escapes(markdown: str) -> str:
         if i in heading:
             lines[i] = _heading_line(line)
         else:
-            lines[i] = _prose_line(line, (lines[j] for j in range(i + 1, len(lines))))
+            line = _prose_line(line, (lines[j] for j in range(i + 1, len(lines))))
+            lines[i] = _inner_block_escapes_undone(line)
     return "\n".join(lines)
+
+
+# trafilatura's escape of a block's first marker (xml.py: _escape_block_start) after a space
+# inside a line: "\\- ", "\\+ ", "\\# ", "\\>", "1\\. " (the backslash ends the match)
+_INNER_BLOCK_ESCAPE = re.compile(
+    r"(?<=[ \t])(?:\d{1,9}\\(?=[.)](?:[ \t]|$))|\\(?=(?:[-+]|#{1,6})(?:[ \t]|$)|>))"
+)
+
+
+def _inner_block_escapes_undone(line: str) -> str:
+    """`line` without the block-start escapes trafilatura wrote inside it, outside code spans.
+
+    trafilatura escapes a paragraph's first marker ("- If raw is not found...", Erlang's
+    release notes, which write their own dashes) and then writes the paragraphs of a list item
+    on the item's line, each after a space: "Documentation improvements: \\- documentation for
+    ...". A marker there starts no block, and the backslash is no text of the page. One at
+    the start of the line's content (after its indentation and markers) stays: it is syntax.
+    """
+    if "\\" not in line:
+        return line
+    content = _CONTAINER_MARKERS.match(line).end()
+    undone: list[int] = []  # offsets of the backslashes that go
+    prose_from, i, n = content, content, len(line)
+
+    def prose(end: int) -> None:
+        for m in _INNER_BLOCK_ESCAPE.finditer(line, prose_from, end):
+            if m.start() > content:
+                undone.append(m.end() - 1)
+
+    while i < n:
+        if line[i] == "\\":
+            i += 2
+        elif line[i] == "`":
+            run = len(line[i:]) - len(line[i:].lstrip("`"))
+            end = _closing_run(line, i + run, run)
+            if end < 0:
+                i += run
+                continue
+            prose(i)
+            i = prose_from = end  # a code span, verbatim
+        else:
+            i += 1
+    prose(n)
+    for offset in reversed(undone):
+        line = line[:offset] + line[offset + 1 :]
+    return line
