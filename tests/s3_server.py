@@ -93,7 +93,15 @@ class S3Server:
 
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
-    """moto's S3 server in a thread of this process, with the bucket `BUCKET` made."""
+    """moto's S3 server in a thread of this process, with the bucket `BUCKET` made, empty.
+
+    moto keeps its buckets in this process's memory, not in the server: without a reset, a
+    test's bucket held what an earlier test of the same pytest worker wrote there
+    (tests/test_pointer.py's `out/CURRENT` in tests/e2e/test_crash_object_store.py's bucket,
+    when both files fell to one worker). The server is reset through moto's own API
+    (`POST /moto-api/reset`) before the bucket is made."""
+    import urllib.request
+
     from moto.server import ThreadedMotoServer
 
     share_botocore_data()
@@ -103,6 +111,9 @@ def s3_server() -> Iterator[S3Server]:
     try:
         host, port = server.get_host_and_port()
         found = S3Server(f"http://{host}:{port}")
+        reset = urllib.request.Request(f"{found.url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=30) as response:
+            response.read()
         found.client().create_bucket(Bucket=BUCKET)
         yield found
     finally:

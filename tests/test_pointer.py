@@ -190,6 +190,18 @@ def test_the_lock_is_renewed_and_a_lock_taken_over_is_not_removed_by_its_old_own
     assert json.loads(store.read("s3://bucket/out/LOCK").data)["run_id"] == "thief"
 
 
+def test_each_s3_server_starts_with_an_empty_bucket():
+    """moto's buckets live in the process, not the server: each test's server is reset, so
+    what one test wrote is not in the next one's bucket (a pytest worker runs several)."""
+    from tests.s3_server import BUCKET, s3_server
+
+    with s3_server() as server:
+        server.client().put_object(Bucket=BUCKET, Key="out/CURRENT", Body=b"left")
+        assert list(server.objects()) == ["out/CURRENT"]
+    with s3_server() as server:
+        assert server.objects() == {}
+
+
 def test_the_s3_store_keeps_its_preconditions_on_moto():
     from tests.s3_server import BUCKET, s3_server
 
