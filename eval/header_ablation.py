@@ -71,9 +71,9 @@ def job_parts(config: dict) -> set[str] | None:
     return set(PARTS) - {"folder"} if config["header_folders"] == 0 else None
 
 
-def ablated_header(parts: dict, keep: set[str]) -> str:
-    """The header of the kept parts, joined as `path_header` joins them."""
-    from transforms.context.config import PATH_SEPARATOR
+def ablated_entries(parts: dict, keep: set[str]) -> list[str]:
+    """The entries of the kept parts, in `path_header`'s order (an entry may hold " > ", as
+    Doxygen's "Json::SecureAllocator< T >::rebind< U >" does: never split at it)."""
     from transforms.context.path import _same_heading
 
     place = "/".join(p for p in (parts["folder"] if "folder" in keep else "",
@@ -85,7 +85,31 @@ def ablated_header(parts: dict, keep: set[str]) -> str:
     for part in chain:
         if part and not (out and _same_heading(out[-1], part)):
             out.append(part)
-    return PATH_SEPARATOR.join(out)
+    return out
+
+
+def ablated_header(parts: dict, keep: set[str]) -> str:
+    """The header of the kept parts, joined as `path_header` joins them."""
+    from transforms.context.config import PATH_SEPARATOR
+
+    return PATH_SEPARATOR.join(ablated_entries(parts, keep))
+
+
+def job_budget(config: dict) -> Any:
+    """The `TokenBudget` a run's job fitted its headers to, from its manifest's config: the
+    chunk size and tokenizer, the path header's room, and the embedding model's word pieces."""
+    from transforms.embedding.models import read_model_info, resolve_model_path
+    from transforms.token_budget import TokenBudget, header_reserve
+
+    model = str(config["embedding_model"]).split("|", 1)[0]
+    return TokenBudget.from_flags(
+        chunk_size=config["chunk_size"],
+        chunk_overlap=config["chunk_overlap"],
+        tokenizer=config["tokenizer"],
+        header_reserve=header_reserve("path", config["context_max_tokens"], 0),
+        model_tokenizer=model,
+        model_max_tokens=read_model_info(resolve_model_path(model)).max_seq_length,
+    )
 
 
 def _name_lines(rows: list[dict]) -> dict[str, str]:
@@ -118,12 +142,11 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     from runs.run_folder import RunFolder
     from schemas.records import CONTEXT_JOINER, stable_hash
     from transforms.chunking.markdown import definition_terms
+    from transforms.chunking.routing import table_header
     from transforms.chunking.tokens import make_tokenizer
-    from transforms.context.config import PATH_SEPARATOR
     from transforms.context.path import HeaderFitter, entry_items, text_opens_with_title
     from transforms.cost_report import report_of
     from transforms.embedding.onnx_model import load_encoder
-    from transforms.token_budget import TokenBudget
 
     unknown = keep - set(PARTS)
     if unknown:
@@ -133,14 +156,14 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
     if config.get("context") != "path":
         raise SystemExit(f"eval.header_ablation: {run} has --context={config.get('context')}")
     tokenizer = make_tokenizer(config["tokenizer"], "tiktoken")
-    # the job's fitting (long items cut to one length first), in the chunk tokenizer only
-    fitter = HeaderFitter(
-        TokenBudget(config["chunk_size"], tokenizer=config["tokenizer"]), tokenizer
-    )
+    # the job's fitting: its budget, in the chunk tokenizer and the model's word pieces (a
+    # header the model would read past its limit is shortened, as the job does)
+    fitter = HeaderFitter.for_budget(job_budget(config))
     table = source.read_table("chunks")
     rows = table.to_pylist()
     documents = source.read_table("documents", ["doc_id", "text"]).to_pylist()
     terms = {d["doc_id"]: frozenset(definition_terms(d["text"] or "")) for d in documents}
+    document_texts = {d["doc_id"]: d["text"] or "" for d in documents}
     checked = keep == job_parts(config)  # the run's own header rebuilt: it must be the job's
     opening = config.get("config_version", 0) >= 40  # as the job did
     # a reference page's name line in place of the title in one chunk's header (66)
@@ -156,15 +179,22 @@ def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:
                              terms.get(row["doc_id"], frozenset()))  # fmt: skip
         if row["chunk_id"] in name_lines:
             parts["title"] = name_lines[row["chunk_id"]]
-        header = ablated_header(parts, keep)
-        if opening and text_opens_with_title(
-            row["text"], row["title"], row["doc_type"], row["section_path"] or ()
+        entries = ablated_entries(parts, keep)
+        # a piece of a split table: its column names on a line after the path, as the job
+        columns = table_header(document_texts.get(row["doc_id"], ""), row["start_char"])
+        tail = "\n" + columns if columns else ""
+        if (
+            opening
+            and not tail
+            and text_opens_with_title(
+                row["text"], row["title"], row["doc_type"], row["section_path"] or ()
+            )
         ):
-            header = ""  # the page's opening goes without a header (config_version 40)
+            entries = []  # the page's opening goes without a header (config_version 40)
         fitted = fitter.fit_path(
-            [tuple(entry_items(e)) for e in header.split(PATH_SEPARATOR)], "", row["text"],
-            max_header_tokens=config["context_max_tokens"]
-        ).context if header else None  # fmt: skip
+            [tuple(entry_items(e)) for e in entries], tail, row["text"],
+            row["token_count"], config["context_max_tokens"]
+        ).context if entries else None  # fmt: skip
         if checked and fitted != row["context"]:
             mismatched += 1
         contexts.append(fitted)

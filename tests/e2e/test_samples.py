@@ -217,3 +217,17 @@ def test_the_output_is_the_recorded_one(demo):
 def test_parents_without_embedding_give_the_recorded_output(job_run):
     out = job_run("samples_parents").output
     assert_matches_golden(out, "samples_parents", os.path.join(ROOT, "samples"))
+
+
+def test_the_header_ablation_rebuilds_the_job_s_own_headers(demo, tmp_path):
+    """eval.header_ablation with the job's own parts rebuilds every header the job wrote, so
+    that its rows differ from the default only by the parts they drop: the job's budget in
+    the model's word pieces too (headers shortened for the model), a split table's column
+    line, the reference page's name line, and a title that holds " > " (Doxygen's
+    "Json::SecureAllocator< T >::rebind< U >") kept one entry. 24 of samples/' headers
+    differed before."""
+    from eval.header_ablation import ablate
+
+    done = ablate(demo, str(tmp_path / "ablated"), {"file", "title", "sections", "term"})
+    assert done["full_header_mismatches"] == 0
+    assert done["reembedded_chunks"] == 0 and done["chunks"] == len(rows(demo, "chunks"))
