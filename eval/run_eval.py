@@ -55,16 +55,18 @@ LANGCHAIN_CONFIGS = {"langchain-256": (256, 64), "langchain-512": (512, 128)}
 # the questions with their sources renamed alike.
 NEUTRAL_CONFIGS = {"neutral-default": []}
 # Header ablation (eval.header_ablation): neutral-default's chunks re-embedded with only these
-# parts of the path header; "header-no-folder" rebuilds the job's own header (--header_folders=0,
-# the default: a check that it is the job's), "header-all" adds the folder the job had before.
+# parts of the path header. "header-no-folder" rebuilds the job's own header (--header_folders=0,
+# the default: a check that it is the job's, 0 chunks re-embedded), "header-all" adds the folder
+# the job had before; each "header-no-X" leaves one part out of the job's header, so that its
+# row against header-no-folder says what that part earns (until 2026-12-07 they left it out of
+# header-all's, folder included: docs/evaluation.md's earlier tables).
 HEADER_CONFIGS = {
     "header-all": ("folder", "file", "title", "sections", "term"),
     "header-no-folder": ("file", "title", "sections", "term"),
-    "header-no-file": ("folder", "title", "sections", "term"),
-    "header-no-title": ("folder", "file", "sections", "term"),
-    "header-no-sections": ("folder", "file", "title", "term"),
-    "header-no-term": ("folder", "file", "title", "sections"),
-    "header-title-sections": ("title", "sections", "term"),
+    "header-no-file": ("title", "sections", "term"),
+    "header-no-title": ("file", "sections", "term"),
+    "header-no-sections": ("file", "title", "term"),
+    "header-no-term": ("file", "title", "sections"),
     "header-none": (),
 }
 # The manuals of corpora.json's "pdf_pairs" (eval.fetch.fetch_pairs: CACHE/pairs/pdf/ and
