@@ -114,24 +114,16 @@ def job_budget(config: dict) -> Any:
 
 def _name_lines(rows: list[dict]) -> dict[str, str]:
     """chunk id -> the name line its header names in place of the title, as the job chose
-    (`transforms.context.path.name_line_lead`)."""
-    from transforms.context.path import name_line_lead
+    (`transforms.context.path.name_line_chunk`)."""
+    from types import SimpleNamespace
 
-    documents: dict[str, list[dict]] = {}
+    from transforms.context.path import name_line_chunk
+
+    documents: dict[str, list[SimpleNamespace]] = {}
     for row in rows:
-        if not row["is_parent"]:
-            documents.setdefault(row["doc_id"], []).append(row)
-    out: dict[str, str] = {}
-    for chunks in documents.values():
-        chunks.sort(key=lambda r: r["chunk_index"])
-        first = chunks[0]
-        found = name_line_lead(
-            first["title"], first["doc_type"], first["section_path"] or (),
-            [r["text"] for r in chunks],
-        )  # fmt: skip
-        if found is not None:
-            out[chunks[found[0]]["chunk_id"]] = found[1]
-    return out
+        documents.setdefault(row["doc_id"], []).append(SimpleNamespace(**row))
+    named = (name_line_chunk(chunks) for chunks in documents.values())
+    return dict(found for found in named if found is not None)
 
 
 def ablate(run: str, output: str, keep: set[str]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ header (a path or an LLM line) to fit the run's token budget in both tokenizers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from schemas.records import CONTEXT_JOINER, Chunk
@@ -222,6 +222,20 @@ def name_line_lead(
             elif not in_code and _OPENING_HEADING.fullmatch(line):
                 return None if i == 0 else (i, " ".join(name.split()))
     return None
+
+
+def name_line_chunk(chunks: Iterable[Chunk]) -> tuple[str, str] | None:
+    """(chunk id, name line): of one document's chunks (in any order, parents among them),
+    the one that takes the page's name line in its header (`name_line_lead`). The job calls
+    it on its chunks, eval.header_ablation on the rows it read back."""
+    children = sorted((c for c in chunks if not c.is_parent), key=lambda c: c.chunk_index)
+    if not children:
+        return None
+    first = children[0]
+    found = name_line_lead(
+        first.title, first.doc_type, first.section_path or (), [c.text for c in children]
+    )
+    return None if found is None else (children[found[0]].chunk_id, found[1])
 
 
 def table_line(chunk: Chunk) -> str:

@@ -20,7 +20,7 @@ from transforms.context.llm import LLMContextClient, LLMOutcome, make_session
 from transforms.context.path import (
     FittedHeader,
     HeaderFitter,
-    name_line_lead,
+    name_line_chunk,
     opens_with_title,
     path_parts,
     table_line,
@@ -76,19 +76,6 @@ def _path_context(
     return _with_header(chunk, fitted, source, fitter, counts)
 
 
-def _name_line_of(chunks: list[Chunk]) -> tuple[str, str] | None:
-    """(chunk id, name line): the chunk of a reference page that takes the page's name line
-    in its header (`name_line_lead`)."""
-    children = sorted((c for c in chunks if not c.is_parent), key=lambda c: c.chunk_index)
-    if not children:
-        return None
-    first = children[0]
-    found = name_line_lead(
-        first.title, first.doc_type, first.section_path, [c.text for c in children]
-    )
-    return None if found is None else (children[found[0]].chunk_id, found[1])
-
-
 def path_contexts(
     chunks: Iterable[Chunk],
     config: ContextConfig,
@@ -103,7 +90,8 @@ def path_contexts(
     limit = config.timeout_s
     deadline = time.monotonic() + limit if limit > 0 else None
     timed_out = 0
-    named = _name_line_of(chunks := list(chunks)) if source == "path" else None
+    chunks = list(chunks)
+    named = name_line_chunk(chunks) if source == "path" else None
     for chunk in chunks:
         name_line = named[1] if named is not None and named[0] == chunk.chunk_id else None
         if deadline is None:
