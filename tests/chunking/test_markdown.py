@@ -739,6 +739,43 @@ def test_pieces_of_a_definition_keep_its_term_and_headings_go_with_their_section
     assert (found.heading_at_end, found.piece_without_term) == (0, 0)
 
 
+@pytest.mark.parametrize(
+    ("page", "heading", "first"),
+    [
+        # a release's heading, then a section whose first item fits only alone
+        ("erlang25-kernel-notes-cut.html.gz", "### 1.4 Kernel 8.5", "#### Fixed Bugs"),
+        # a heading of one parameter's definition that fits a chunk only alone
+        ("postgresql15-runtime-config-resource.html.gz", "### 20.4.2. Disk", "- `temp_file_limit`"),
+        # a release's heading, a bold label and an item too long for a chunk
+        ("scrapy28-news-cut.html.gz", "## Scrapy 2.6.2 (2022-07-25)", "**Security bug fix:**"),
+    ],
+)
+def test_headings_of_what_follows_lead_its_first_piece_at_the_jobs_budget(
+    cl100k, page: str, heading: str, first: str
+) -> None:
+    from eval.chunk_structure import chunk_structure
+    from transforms.ingest.html import html_to_markdown
+    from transforms.token_budget import TokenBudget, header_reserve
+
+    # the job's defaults: --chunk_size 192 less the path header's room, the default overlap
+    budget = TokenBudget.from_flags(192, None, "cl100k_base", header_reserve("path", 32, 64))
+    with gzip.open(DATA / page, "rt", encoding="utf-8") as f:
+        text = html_to_markdown(f.read()).text
+    chunks = MarkdownChunker(cl100k, budget.body_size, budget.chunk_overlap).chunk(text)
+    check_invariants(cl100k, text, chunks, budget.body_size)
+    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+    # Before: the heading ended the chunk before (Erlang's, PostgreSQL's: the chunk could
+    # not take it with the block after it, which fits a chunk alone) or stood alone
+    # (Scrapy's: the label after it started a chunk of its own)
+    assert found.heading_at_end == 0
+    assert text.count(heading) == 1
+    at = text.index(heading)
+    opened = [c for c in chunks if c.start == at]
+    assert len(opened) == 1 and not [c for c in chunks if c.start < at < c.end]
+    piece = text[opened[0].start : opened[0].end]
+    assert first in piece and piece.strip() != heading
+
+
 def test_a_heading_of_sections_leads_the_first_piece_of_a_block_it_cannot_precede_whole(
     cl100k,
 ) -> None:

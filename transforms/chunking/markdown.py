@@ -555,8 +555,11 @@ class MarkdownChunker(Chunker):
     - No chunk ends with a heading whose section holds nothing else and whose content starts
       the next chunk (PostgreSQL's "## Parameters" before its definitions, Doxygen's "Member
       Function Documentation" before the members): the chunk ends before it and it goes on
-      with what it heads. Such a heading is not named in a merged chunk's path; one before a
-      sibling heading of nothing (rustdoc's implementors) heads nothing and is content.
+      with what it heads, leading the first piece of a block that fits a chunk alone but not
+      after it, as a bare heading does (Erlang's "### 1.4 Kernel 8.5" before "#### Fixed
+      Bugs"), unless the headings would take half the chunk. Such a heading is not named in
+      a merged chunk's path; one before a sibling heading of nothing (rustdoc's implementors)
+      heads nothing and is content.
     - A piece of a definition cut in parts (too large for a chunk) does not go on past the
       definition's own section (a new heading), and a chunk that starts in a definition and
       goes on only into the text after it is named by it: every piece has the term in its
@@ -567,7 +570,8 @@ class MarkdownChunker(Chunker):
     - A bold label on a line of its own (``**Deprecated:**``, SQLite's FAQ questions) goes
       with the block after it: a chunk that would end with it ends before it, and it starts
       the next; where the block does not fit after it, the label shares the block's first
-      piece (unlike a long heading, it never stands alone).
+      piece (unlike a long heading, it never stands alone), and so do the headings alone
+      before it (Scrapy's "## Scrapy 2.6.2" and "**Security bug fix:**" before a long item).
     - A label at the top level (a paragraph of bold text alone: SQLite's FAQ questions,
       Doxygen's "Public Member Functions") heads a unit, the blocks after it up to the next
       label or heading: the unit starts a chunk, its chunks have the label as the last entry
@@ -714,7 +718,7 @@ class MarkdownChunker(Chunker):
                 and tail is not None
                 and tail.end == end
                 and _headed_by(section, tail.last)
-                and self._can_carry(doc, tail.start, section)
+                and self._can_lead(doc, tail.start, tail.end, section)
             ):
                 # The chunk would end with headings whose content starts here: it ends
                 # before them, and they open the next chunk, which this section joins.
@@ -749,6 +753,7 @@ class MarkdownChunker(Chunker):
             # of the chunk before it
             label: tuple[int, int, int] | None = None
             opened_by_label = False  # the open chunk holds a label alone
+            headed_label = False  # the open chunk holds headings alone and then its label
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
@@ -756,14 +761,18 @@ class MarkdownChunker(Chunker):
                 for unit in units:
                     if start >= 0 and self._fits(doc, start, unit.end):
                         label = (unit.start, unit.end, end) if unit.label else None
+                        headed_label = bool(unit.label) and bare_heading
                         # a heading after headings alone: the chunk still holds only headings
                         bare_heading = bare_heading and unit.heading
                         leading = leading and unit.heading
                         end, opened_by_label = unit.end, False
                         continue
                     labelled = label is not None or (opened_by_label and start >= 0)
-                    if opened_by_label and label is None:
-                        bare_heading = True  # the label shares the block's first piece
+                    if (opened_by_label and label is None) or headed_label:
+                        # the label, and the headings before it, share the block's first
+                        # piece (a release's "## Scrapy 2.6.2" and its "**Security bug
+                        # fix:**" before a long item: the heading stood alone)
+                        bare_heading, label, headed_label = True, None, False
                     elif labelled:
                         # no chunk ends with a label: it goes on with the block after it
                         label_start, label_end, end = label
@@ -822,6 +831,15 @@ class MarkdownChunker(Chunker):
         if first.parts and not self._fits(doc, first.start, first.end):
             first = Block(*first.parts[0], PROSE)
         return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
+
+    def _can_lead(self, doc: TokenizedText, start: int, end: int, section: Section) -> bool:
+        """Whether headings at [start, end) can open the chunk of `section`: with its first
+        block, or as the lead of that block's first piece, which a bare heading leads even
+        where the block would fit a chunk alone (`_pieces` lets a heading of half the budget
+        stand alone: then it stays where it is)."""
+        if self._can_carry(doc, start, section):
+            return True
+        return 2 * doc.count(start, doc.ceil(end)) <= self.chunk_size - self.chunk_overlap
 
     def _can_fill(self, doc: TokenizedText, start: int, section: Section) -> bool:
         """Whether the chunk from `start` can take `section`'s heading and first block."""
