@@ -86,6 +86,23 @@ def test_a_table_of_contents_of_the_page_is_no_lost_content():
     assert _kinds(elsewhere, text) == ["lost"]
 
 
+def test_the_text_after_an_element_is_counted_after_what_it_holds():
+    # Erlang's EDoc pages (eunit.html): "Exports" heads a <div> of functions, each under an
+    # <h4>; the authors after that <div> were counted as text of "Exports" (an element's
+    # tail read before its children), so its heading, rightly followed by the first
+    # function's, was "lost" content
+    html = _page(
+        "<h3>Exports</h3><div class='exports-body'><h4>start() -&gt; term()</h4>"
+        "<p>Starts the EUnit server.</p></div>Mickael Remond, Richard Carlsson, authors"
+    )
+    text = "### Exports\n\n#### start() -> term()\n\nStarts the EUnit server."
+    assert _kinds(html, text) == []
+    # the same text directly after the heading is its content, and still found lost
+    heads = "Text that the heading heads, more than forty characters.<div>"
+    before = html.replace("<div class='exports-body'>", heads)
+    assert _kinds(before, text) == ["lost"]
+
+
 def test_a_definition_that_opens_with_code_is_not_glued():
     # texi2html (gettext's manual): <dd><code>'...%(ident)d...' % { 'ident': value }</code>
     # written ": `'...%(ident)d...' % { 'ident': value }`"

@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from lxml import etree
 from lxml.html import HtmlElement
 
 from transforms.chunking.block_parser import block_parser
@@ -191,23 +192,26 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     ids = set(tree.xpath("//@id"))
     in_page = {a for a in tree.iter("a") if (a.get("href") or "").partition("#")[2] in ids - {""}}
     sections: list[list] = []  # [text, characters]
-    for node in tree.iter():
+    # An element's tail follows its whole subtree: it counts at the element's end, in the
+    # section open there (the authors after Erlang's `div.exports-body` of functions are
+    # not the text of its "Exports" heading).
+    for event, node in etree.iterwalk(tree, events=("start", "end")):
         if not isinstance(node.tag, str):
             continue
-        if node.tag in _HEADING_TAGS:
-            sections.append([_heading_of(node), len((node.tail or "").strip())])
-            continue
-        if not sections or any(
-            a.tag in _HEADING_TAGS or a.tag in NOT_TEXT for a in node.iterancestors()
-        ):
+        if any(a.tag in _HEADING_TAGS or a.tag in NOT_TEXT for a in node.iterancestors()):
             continue  # a heading's text, a drawing's (SQLite's syntax diagrams) or a script's
-        if node.tag in NOT_TEXT:
+        if event == "end":
+            if sections and not any(a in in_page for a in node.iterancestors("a")):
+                sections[-1][1] += len((node.tail or "").strip())  # not inside a link's text
             continue
-        tail = len((node.tail or "").strip())
+        if node.tag in _HEADING_TAGS:
+            sections.append([_heading_of(node), 0])
+            continue
+        if not sections or node.tag in NOT_TEXT:
+            continue
         if node in in_page or any(a in in_page for a in node.iterancestors("a")):
-            sections[-1][1] += tail if node in in_page else 0
-            continue
-        sections[-1][1] += len((node.text or "").strip()) + tail
+            continue  # a link to the page's own sections: its text is no content
+        sections[-1][1] += len((node.text or "").strip())
     out: dict[str, int] = {}
     for text, chars in sections:
         out[text] = min(out.get(text, chars), chars)
