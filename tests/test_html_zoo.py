@@ -925,3 +925,28 @@ def test_erlangs_inline_code_is_code():
     assert "see `file:open/2`. If `modes` are not specified, the default list used is " in text
     # an item's text after a newline and a tab: "-" and the text indented on the next line
     assert "\n  - If `raw` is not found in the list, it is added.\n" in text
+
+
+def test_a_generators_credit_at_the_pages_end_is_no_text():
+    # Doxygen's "Generated on <date> for JsonCpp by doxygen 1.9.1", texi2any's "This document
+    # was generated on <date> using texi2any.", SQLite's "This page last modified on <date>
+    # UTC": the last line of every such page, whose date changes with each build of the
+    # documentation (and so every page's last chunk and its embedding). Before: each kept.
+    doxygen = html_to_markdown(_html("jsoncpp195-class-json-reader.html.gz")).text
+    assert "Generated on" not in doxygen
+    assert doxygen.endswith("- include/json/reader.h\n- src/lib_json/json_reader.cpp")
+    texinfo = html_to_markdown(_html("zsh59-shell-grammar.html.gz")).text
+    assert "was generated" not in texinfo and "texi2any" not in texinfo
+    assert texinfo.endswith("(default ‘`!`’).")
+    sqlite = html_to_markdown(_html("sqlite340-faq.html.gz")).text
+    assert "last modified" not in sqlite
+    assert sqlite.endswith("See the sqlite3_column_name() documentation for further information.")
+
+
+def test_a_credit_with_the_pages_text_after_it_is_text():
+    credit = "<p>Generated on 1 May 2024 by <a href='https://example.org/gen'>gen</a> 1.0</p>"
+    end = _page("Build notes", f"<p>{'The build. ' * 3}</p>{credit}")
+    assert "Generated on" not in html_to_markdown(end).text
+    # the same line with the page's text after it is part of that text
+    middle = _page("Build notes", f"{credit}<p>{'What the build made, and how. ' * 8}</p>")
+    assert "Generated on 1 May 2024 by gen 1.0" in html_to_markdown(middle).text

@@ -155,6 +155,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     # heading once the bar is gone, which the two after them look for
     _drop_navigation_lines(tree)
     _drop_button_bars(tree)
+    credits = generator_credits(tree)
     _articles_are_no_containers(tree)
     _sections_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
@@ -206,7 +207,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
     text = without_escapes(fences_alone(ends_off_fences(definition_terms_inline(text or ""))))
     text = definitions_as_units(text)
-    text = title_heading_above_sections(text.strip(), title)
+    text = title_heading_above_sections(without_credits(text.strip(), credits), title)
     return HtmlExtraction(
         text=text,
         title=title,
@@ -906,6 +907,68 @@ def _drop_navigation_lines(tree: HtmlElement) -> None:
             rest = rest.replace(anchor.text_content(), " ", 1)
         if _NAVIGATION_WORDS.fullmatch(rest):
             block.drop_tree()
+
+
+# A page's credit to the tool that made it, or its date of change, as a block of its own at
+# the page's end: Doxygen's "Generated on Wed Mar 30 2022 07:20:36 for JsonCpp by doxygen
+# 1.9.1", Texinfo's "This document was generated on February 5, 2023 using texi2any.",
+# SQLite's "This page last modified on 2021-07-27 23:51:29 UTC"
+_CREDIT = re.compile(
+    r"(?:this\s+(?:document|page|manual|file|site|documentation)\s+(?:(?:was|is|has\s+been)\s+)?)?"
+    r"(?:(?:generated|created|built|produced)\b.{0,120}?\b(?:by|using|with)\b.{0,80}"
+    r"|last\s+(?:modified|updated|changed)\b.{1,80})",
+    re.IGNORECASE | re.DOTALL,
+)
+_CREDIT_BLOCKS_XPATH = XPath("//p[.//a] | //address[.//a] | //footer[.//a] | //div[.//a]")
+_TEXT_AFTER_XPATH = XPath("following::text()[not(ancestor::script) and not(ancestor::style)]")
+MAX_CREDIT_CHARS = 250  # a credit is a line
+MAX_AFTER_CREDIT_CHARS = 100  # zsh's manual ends with "Zsh version 5.9, released on ..."
+
+
+def generator_credits(tree: HtmlElement) -> list[tuple[str, ...]]:
+    """The words of the page's credit to its generator, or its date of change, at its end.
+
+    Doxygen ends every page with "Generated on <date and time> for <project> by doxygen
+    <version>" (an ``<address class="footer">``), Texinfo's HTML with "This document was
+    generated on <date> using texi2any", SQLite's pages with "This page last modified on
+    <date>": trafilatura kept each as the last line of the page's text (all 35 Doxygen, 29
+    of 40 texi2any and 27 of 33 texi2html pages of the zoo, SQLite's 37 of the development
+    set). It is no content, and its date, which changes with every build of the
+    documentation, changed every page's last chunk (so its id and its embedding) on a
+    rebuild of unchanged text. A credit is a block whose whole text is such a line (under
+    MAX_CREDIT_CHARS, with a link: the generator's site, the date's) with at most
+    MAX_AFTER_CREDIT_CHARS of the page's text after it. `without_credits` drops its line from
+    the extracted text: removed from the tree before trafilatura instead, it changed what
+    trafilatura made of the rest of a page (zsh's concept index, whose own extraction had
+    found that line alone, came out as loose lines instead of its table).
+    """
+    out = []
+    for block in _CREDIT_BLOCKS_XPATH(tree):
+        text = " ".join(block.text_content().split())
+        if not text or len(text) > MAX_CREDIT_CHARS or not _CREDIT.fullmatch(text):
+            continue
+        after = " ".join("".join(_TEXT_AFTER_XPATH(block)).split())
+        words = tuple(_WORD.findall(text))
+        if len(after) <= MAX_AFTER_CREDIT_CHARS and words not in out:
+            out.append(words)
+    return out
+
+
+def without_credits(markdown: str, credits: list[tuple[str, ...]]) -> str:
+    """`markdown` without the lines of its end (at most MAX_AFTER_CREDIT_CHARS after them)
+    whose words are those of one of the page's `credits` (`generator_credits`)."""
+    if not credits:
+        return markdown
+    lines = markdown.split("\n")
+    after = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if after > MAX_AFTER_CREDIT_CHARS:
+            break
+        if tuple(_WORD.findall(lines[i])) in credits:
+            del lines[i]
+            continue
+        after += len(lines[i].strip())
+    return "\n".join(lines).rstrip()
 
 
 _BUTTON_BAR_BLOCKS_XPATH = XPath("//table[.//a] | //p[.//a]")
