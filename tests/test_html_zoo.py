@@ -925,3 +925,17 @@ def test_erlangs_inline_code_is_code():
     assert "see `file:open/2`. If `modes` are not specified, the default list used is " in text
     # an item's text after a newline and a tab: "-" and the text indented on the next line
     assert "\n  - If `raw` is not found in the list, it is added.\n" in text
+
+
+def test_haddocks_signatures_keep_their_linked_types():
+    # Haddock's signatures are mostly links (each type to its declaration), and the name
+    # each declares an <a id> without href: to trafilatura's link-density test the synopsis
+    # items of record fields (`getAll :: Bool`) were link lists, and so were the tables of
+    # constructors and fields (`Dual`; `getDual :: a`), which went whole
+    text = _checked("ghc902-base-data-monoid-cut.html.gz").text
+    assert "- newtype All = All {\n  - getAll :: Bool\n" in text
+    assert "- class Semigroup a => Monoid a where\n  - mempty :: a\n" in text
+    assert "\nnewtype Dual a\n\nThe dual of a `Monoid`" in text
+    assert "| Dual |  |\n| • getDual :: a |  |" in text
+    # each signature's "Source" link and "#" permalink are no text of it
+    assert "Source" not in text and " #" not in text

@@ -87,7 +87,11 @@ _HEADERLINK_XPATH = XPath(
     "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-anchor ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-link ')"
-    " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]]"
+    " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]"
+    # Haddock's "Source" link and "#" permalink after each declaration's signature
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' selflink ')"
+    "     or contains(concat(' ', normalize-space(@class), ' '), ' link '))"
+    "    and ancestor::*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]]"
 )
 _LANG_META_XPATH = XPath(
     "//meta[translate(@http-equiv, 'CONTENTLAGU', 'contentlagu')='content-language']/@content"
@@ -162,6 +166,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _code_captions_are_content(tree)
     _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
+    _signature_links_as_text(tree)
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -1009,6 +1014,31 @@ def _drop_widgets(tree: HtmlElement) -> None:
             if href.startswith("#") and href[1:] in own:
                 link.drop_tag()
     for link in _CODE_LINKS_XPATH(tree):
+        link.drop_tag()
+
+
+# Haddock's signatures: a declaration's (`p.src`), a synopsis item's (`li.src`), a record
+# field's (`dfn.src`), an instance's (`td.src`); no other generator of the zoo, the
+# development set or samples/ has an element of class "src"
+_SIGNATURE_LINKS_XPATH = XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]//a"
+)
+
+
+def _signature_links_as_text(tree: HtmlElement) -> None:
+    """The links of Haddock's signatures as their text: code, each type a link to its
+    declaration, and the name it declares an ``<a id="v:Dual" class="def">`` (no ``href``).
+
+    A signature is mostly such names, so to trafilatura's link-density test it was a list
+    of links. Haddock's synopsis, a list of the module's signatures (``newtype All = All
+    {getAll :: Bool}``), lost the items of a record's fields or a class's methods whose types
+    were links (``getAll :: Bool``, ``mempty :: a``) and kept the others; a declaration's
+    table of constructors and fields (``Dual``; ``getDual :: a``) went whole, and with its
+    instances gone too a heading "Instances" was left over nothing (the zoo's Haddock
+    pages: 11 `list` and 10 `lost` violations). The signatures' "Source" links and "#"
+    permalinks go before (`_HEADERLINK_XPATH`), as Sphinx's "[source]" does.
+    """
+    for link in _SIGNATURE_LINKS_XPATH(tree):
         link.drop_tag()
 
 
