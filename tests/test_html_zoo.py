@@ -939,3 +939,19 @@ def test_haddocks_signatures_keep_their_linked_types():
     assert "| Dual |  |\n| • getDual :: a |  |" in text
     # each signature's "Source" link and "#" permalink are no text of it
     assert "Source" not in text and " #" not in text
+
+
+def test_a_heading_that_is_one_link_over_prose_is_kept():
+    # gi-docgen lists a type's functions and methods, each an <h6> that is one link to the
+    # function's page over its summary: trafilatura pruned a heading that is all link (as it
+    # does a site's banner), and with it, on most, the summary after it
+    text = _checked("pango150-struct-language.html.gz").text
+    found = [h for _, _, h in headings(text)]
+    assert "pango_language_get_preferred" in found and "pango_language_to_string" in found
+    assert (
+        "###### pango_language_get_preferred\n\nReturns the list of languages that the user "
+        "prefers.\n\nsince: 1.48\n"
+    ) in text
+    assert "Gets the RFC-3066 format string representing the given language tag." in text
+    # the "[src]" link in a section's heading (to the source file) is no text of it
+    assert "#### Description\n" in text and "[src]" not in text

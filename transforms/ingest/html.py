@@ -88,6 +88,10 @@ _HEADERLINK_XPATH = XPath(
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-anchor ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-link ')"
     " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]"
+    # gi-docgen's "[src]" link to the source file in a section's heading ("Description [src]")
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' srclink ')"
+    "    and (ancestor::h1 or ancestor::h2 or ancestor::h3 or ancestor::h4 or ancestor::h5"
+    "         or ancestor::h6))"
     # Haddock's "Source" link and "#" permalink after each declaration's signature
     " or (contains(concat(' ', normalize-space(@class), ' '), ' selflink ')"
     "     or contains(concat(' ', normalize-space(@class), ' '), ' link '))"
@@ -974,6 +978,15 @@ def _code_spans_as_code(tree: HtmlElement) -> None:
             span.tag = "code"
 
 
+def _heads_prose(heading: HtmlElement) -> bool:
+    """Whether the section `heading` opens holds more words outside links than in them (not
+    Django's banner, ``<h1><a>Django 3.2.25 documentation</a></h1>`` over a bar of links)."""
+    body = _section_body(heading)
+    words = sum(len(_WORD.findall(shown_text(el))) for el in body)
+    in_links = sum(len(_WORD.findall(shown_text(a))) for el in body for a in el.iter("a"))
+    return words - in_links > in_links
+
+
 def _drop_widgets(tree: HtmlElement) -> None:
     """Remove rustdoc's links, toggles and tooltips that sit in or beside its headings.
 
@@ -986,7 +999,8 @@ def _drop_widgets(tree: HtmlElement) -> None:
     links): a signature's type names made rustdoc's `<h1>` (``Struct std::io::Bytes``, four
     links) a link list to that test, and the page lost its title heading (a heading that is
     all link, Django's banner ``<h1><a>Django 3.2.25 documentation</a></h1>``, keeps it, and
-    is pruned as before). So do links to code (an API name in prose,
+    is pruned as before, unless its section is prose: gi-docgen's `<h6>` over a function's
+    summary, `_heads_prose`). So do links to code (an API name in prose,
     ``<a><code>bytes</code></a>``): a short paragraph with two of them read as a link list,
     and rustdoc's description of `std::io::Bytes` was lost.
     """
@@ -1000,7 +1014,10 @@ def _drop_widgets(tree: HtmlElement) -> None:
         outside = heading.text_content()
         for link in links:
             outside = outside.replace(link.text_content(), "", 1)
-        if outside.strip():  # a heading that is one link is a site's banner: left to prune
+        # a heading that is one link is a site's banner: left to prune; not where it heads
+        # prose (gi-docgen's list of a type's functions and methods, each an `<h6>` that
+        # links to the function's page over its summary: PangoLayout's kept 24 of 67)
+        if outside.strip() or _heads_prose(heading):
             for link in links:
                 link.drop_tag()
             continue
