@@ -950,3 +950,33 @@ def test_a_credit_with_the_pages_text_after_it_is_text():
     # the same line with the page's text after it is part of that text
     middle = _page("Build notes", f"{credit}<p>{'What the build made, and how. ' * 8}</p>")
     assert "Generated on 1 May 2024 by gen 1.0" in html_to_markdown(middle).text
+
+
+def test_haddocks_signatures_keep_their_linked_types():
+    # Haddock's signatures are mostly links (each type to its declaration), and the name
+    # each declares an <a id> without href: to trafilatura's link-density test the synopsis
+    # items of record fields (`getAll :: Bool`) were link lists, and so were the tables of
+    # constructors and fields (`Dual`; `getDual :: a`), which went whole
+    text = _checked("ghc902-base-data-monoid-cut.html.gz").text
+    assert "- newtype All = All {\n  - getAll :: Bool\n" in text
+    assert "- class Semigroup a => Monoid a where\n  - mempty :: a\n" in text
+    assert "\nnewtype Dual a\n\nThe dual of a `Monoid`" in text
+    assert "| Dual |  |\n| • getDual :: a |  |" in text
+    # each signature's "Source" link and "#" permalink are no text of it
+    assert "Source" not in text and " #" not in text
+
+
+def test_a_heading_that_is_one_link_over_prose_is_kept():
+    # gi-docgen lists a type's functions and methods, each an <h6> that is one link to the
+    # function's page over its summary: trafilatura pruned a heading that is all link (as it
+    # does a site's banner), and with it, on most, the summary after it
+    text = _checked("pango150-struct-language.html.gz").text
+    found = [h for _, _, h in headings(text)]
+    assert "pango_language_get_preferred" in found and "pango_language_to_string" in found
+    assert (
+        "###### pango_language_get_preferred\n\nReturns the list of languages that the user "
+        "prefers.\n\nsince: 1.48\n"
+    ) in text
+    assert "Gets the RFC-3066 format string representing the given language tag." in text
+    # the "[src]" link in a section's heading (to the source file) is no text of it
+    assert "#### Description\n" in text and "[src]" not in text

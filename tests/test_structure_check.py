@@ -25,6 +25,16 @@ def test_a_heading_without_its_permalink_glyph():
     assert _kinds(html, "# Developing\n\nText of the page.") == ["heading"]
 
 
+def test_a_heading_without_its_source_link():
+    # gi-docgen writes a "[src]" link (to the source file) in a section's heading, which the
+    # job drops as it does Sphinx's "[source]": "Description" was a heading of no <hN>
+    html = _page(
+        "<h4 id='description'>Description <a class='srclink' href='https://x/y.c#L1'>[src]</a>"
+        "</h4><p>Text of the page.</p>"
+    )
+    assert _kinds(html, "#### Description\n\nText of the page.") == []
+
+
 def test_a_line_break_in_a_heading_is_a_space():
     # rustdoc: "fn try_collect<B>(<br>&nbsp;&nbsp;&amp;mut self<br>) -> ..."
     html = _page("<h4>fn f(<br>\u00a0\u00a0&amp;mut self<br>) -&gt; T</h4><p>Text of it.</p>")

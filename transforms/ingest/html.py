@@ -87,7 +87,15 @@ _HEADERLINK_XPATH = XPath(
     "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-anchor ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' copiable-link ')"
-    " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]]"
+    " or .//span[contains(concat(' ', normalize-space(@class), ' '), ' viewcode-link ')]"
+    # gi-docgen's "[src]" link to the source file in a section's heading ("Description [src]")
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' srclink ')"
+    "    and (ancestor::h1 or ancestor::h2 or ancestor::h3 or ancestor::h4 or ancestor::h5"
+    "         or ancestor::h6))"
+    # Haddock's "Source" link and "#" permalink after each declaration's signature
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' selflink ')"
+    "     or contains(concat(' ', normalize-space(@class), ' '), ' link '))"
+    "    and ancestor::*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]]"
 )
 _LANG_META_XPATH = XPath(
     "//meta[translate(@http-equiv, 'CONTENTLAGU', 'contentlagu')='content-language']/@content"
@@ -163,6 +171,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _code_captions_are_content(tree)
     _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
+    _signature_links_as_text(tree)
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -1032,6 +1041,15 @@ def _code_spans_as_code(tree: HtmlElement) -> None:
             span.tag = "code"
 
 
+def _heads_prose(heading: HtmlElement) -> bool:
+    """Whether the section `heading` opens holds more words outside links than in them (not
+    Django's banner, ``<h1><a>Django 3.2.25 documentation</a></h1>`` over a bar of links)."""
+    body = _section_body(heading)
+    words = sum(len(_WORD.findall(shown_text(el))) for el in body)
+    in_links = sum(len(_WORD.findall(shown_text(a))) for el in body for a in el.iter("a"))
+    return words - in_links > in_links
+
+
 def _drop_widgets(tree: HtmlElement) -> None:
     """Remove rustdoc's links, toggles and tooltips that sit in or beside its headings.
 
@@ -1044,7 +1062,8 @@ def _drop_widgets(tree: HtmlElement) -> None:
     links): a signature's type names made rustdoc's `<h1>` (``Struct std::io::Bytes``, four
     links) a link list to that test, and the page lost its title heading (a heading that is
     all link, Django's banner ``<h1><a>Django 3.2.25 documentation</a></h1>``, keeps it, and
-    is pruned as before). So do links to code (an API name in prose,
+    is pruned as before, unless its section is prose: gi-docgen's `<h6>` over a function's
+    summary, `_heads_prose`). So do links to code (an API name in prose,
     ``<a><code>bytes</code></a>``): a short paragraph with two of them read as a link list,
     and rustdoc's description of `std::io::Bytes` was lost.
     """
@@ -1058,7 +1077,10 @@ def _drop_widgets(tree: HtmlElement) -> None:
         outside = heading.text_content()
         for link in links:
             outside = outside.replace(link.text_content(), "", 1)
-        if outside.strip():  # a heading that is one link is a site's banner: left to prune
+        # a heading that is one link is a site's banner: left to prune; not where it heads
+        # prose (gi-docgen's list of a type's functions and methods, each an `<h6>` that
+        # links to the function's page over its summary: PangoLayout's kept 24 of 67)
+        if outside.strip() or _heads_prose(heading):
             for link in links:
                 link.drop_tag()
             continue
@@ -1072,6 +1094,31 @@ def _drop_widgets(tree: HtmlElement) -> None:
             if href.startswith("#") and href[1:] in own:
                 link.drop_tag()
     for link in _CODE_LINKS_XPATH(tree):
+        link.drop_tag()
+
+
+# Haddock's signatures: a declaration's (`p.src`), a synopsis item's (`li.src`), a record
+# field's (`dfn.src`), an instance's (`td.src`); no other generator of the zoo, the
+# development set or samples/ has an element of class "src"
+_SIGNATURE_LINKS_XPATH = XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]//a"
+)
+
+
+def _signature_links_as_text(tree: HtmlElement) -> None:
+    """The links of Haddock's signatures as their text: code, each type a link to its
+    declaration, and the name it declares an ``<a id="v:Dual" class="def">`` (no ``href``).
+
+    A signature is mostly such names, so to trafilatura's link-density test it was a list
+    of links. Haddock's synopsis, a list of the module's signatures (``newtype All = All
+    {getAll :: Bool}``), lost the items of a record's fields or a class's methods whose types
+    were links (``getAll :: Bool``, ``mempty :: a``) and kept the others; a declaration's
+    table of constructors and fields (``Dual``; ``getDual :: a``) went whole, and with its
+    instances gone too a heading "Instances" was left over nothing (the zoo's Haddock
+    pages: 11 `list` and 10 `lost` violations). The signatures' "Source" links and "#"
+    permalinks go before (`_HEADERLINK_XPATH`), as Sphinx's "[source]" does.
+    """
+    for link in _SIGNATURE_LINKS_XPATH(tree):
         link.drop_tag()
 
 

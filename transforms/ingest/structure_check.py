@@ -137,6 +137,7 @@ _NOT_HEADING_TEXT = frozenset(
         "mlabels",
         "notable-traits",
         "permalink",
+        "srclink",  # gi-docgen's "[src]" after a section's heading
         "viewcode-link",  # Sphinx's "[source]"
     }
 )
