@@ -172,7 +172,9 @@ def llm_config(server: ChatServer, **overrides: object) -> ContextConfig:
         "mode": "llm",
         "llm_base_url": server.base_url,
         "llm_model": MODEL,
-        "llm_timeout_s": 0.3,
+        # generous: a test that is not about timeouts must not see one on a loaded machine
+        # (the 429 test timed out at 0.3 s under load and made a third request)
+        "llm_timeout_s": 10.0,
         "llm_max_retries": 2,
         "llm_backoff_s": 0.01,
         "llm_backoff_max_s": 0.05,
@@ -629,7 +631,8 @@ def test_llm_retries_a_500_with_backoff(server, cl100k) -> None:
 
 def test_llm_retries_a_timeout(server, cl100k) -> None:
     start = time.monotonic()
-    outcome = LLMContextClient(llm_config(server), cl100k).situate(DOCUMENT, "SLOW_ONCE chunk")
+    config = llm_config(server, llm_timeout_s=0.3)
+    outcome = LLMContextClient(config, cl100k).situate(DOCUMENT, "SLOW_ONCE chunk")
     assert outcome.context is not None and (outcome.requests, outcome.retries) == (2, 1)
     # did not wait for the slow answer (0.3 s timeout and a retry, against 3 s: a margin for
     # a loaded 2-core CI machine)
