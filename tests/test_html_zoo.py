@@ -952,6 +952,14 @@ def test_a_credit_with_the_pages_text_after_it_is_text():
     assert "Generated on 1 May 2024 by gen 1.0" in html_to_markdown(middle).text
 
 
+def test_rustdocs_version_and_source_links_beside_a_trait_method_are_no_text():
+    # std::io::Seek's provided methods: "1.55.0 · source" in a div.rightside before each
+    # method's <h4> (elsewhere a span.rightside). Before: a line "1.55.0 · source" each
+    text = _checked("rust163-std-io-seek.html.gz").text
+    assert "· source" not in text and "1.55.0" not in text
+    assert "#### fn rewind(&mut self) -> Result<()>" in text
+
+
 def test_haddocks_signatures_keep_their_linked_types():
     # Haddock's signatures are mostly links (each type to its declaration), and the name
     # each declares an <a id> without href: to trafilatura's link-density test the synopsis

@@ -1010,6 +1010,8 @@ _WIDGETS_XPATH = XPath(
     "//span[contains(concat(' ', normalize-space(@class), ' '), ' rightside ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' out-of-band ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' notable-traits ')]"
+    # the same "1.55.0 · source" as a `div.rightside` before a trait item's `<h4>`
+    " | //div[contains(concat(' ', normalize-space(@class), ' '), ' rightside ')]"
 )
 
 
