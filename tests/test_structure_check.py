@@ -409,3 +409,26 @@ def test_a_term_read_as_a_thematic_break_is_a_list_violation():
     html = _page("<hr><dl><dt>--</dt><dd><p>Do not interpret any more arguments.</p></dd></dl>")
     assert _kinds(html, "- --\n: Do not interpret any more arguments.") == ["list"]
     assert _kinds(html, "- \\--\n: Do not interpret any more arguments.") == []
+
+
+def test_the_generator_is_named_from_the_pages_own_marks():
+    # Without --by_folder the table groups pages by the generator they name: Erlang's pages
+    # load erl_docgen's erlresolvelinks.js, Haddock's and gi-docgen's footers credit them,
+    # and Texinfo's say "generated ... using texi2any" in their last line. Before: "unknown"
+    import gzip
+    import os
+
+    from transforms.ingest.structure_check import generator_of
+
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+    def named(name: str) -> str:
+        with gzip.open(os.path.join(data, name)) as f:
+            return generator_of(trafilatura.load_html(f.read()))
+
+    assert named("erlang25-stdlib-math.html.gz") == "erlang"
+    assert named("ghc902-base-data-monoid-cut.html.gz") == "haddock"
+    assert named("pango150-struct-language.html.gz") == "gi-docgen"
+    assert named("zsh59-shell-grammar.html.gz") == "texi2any"
+    assert named("jsoncpp195-class-json-reader.html.gz") == "doxygen"
+    assert generator_of(trafilatura.load_html(_page("<p>Text.</p>"))) == "unknown"
