@@ -360,6 +360,21 @@ def test_dropped_blocks_read_a_content_column_and_line_breaks():
     assert dropped_blocks(tree, text) == (chars, [])
 
 
+def test_dropped_blocks_hold_a_code_blocks_asterisks():
+    # Javadoc 17's SimpleTimeZone (openjdk-17-doc): a code block whose asterisks are
+    # multiplication, not emphasis; the text holds it as it is
+    code = "setStartRule(Calendar.APRIL, 1, Calendar.SUNDAY, 2*60*60*1000);"
+    tree = trafilatura.load_html(
+        f"<html><body><main><pre><code>{code}</code></pre></main></body></html>"
+    )
+    assert dropped_blocks(tree, "")[1] == [code]
+    assert dropped_blocks(tree, f"```\n{code}\n```") == (len(code), [])
+    # emphasis marks are still no part of a word
+    emphasised = "A task that fails is *retried* with exponential back-off, at most eight times."
+    tree = trafilatura.load_html(f"<html><body><p>{emphasised.replace('*', '')}</p></body></html>")
+    assert dropped_blocks(tree, emphasised)[1] == []
+
+
 def test_the_structure_command_lists_dropped_text_per_generator(tmp_path, capsys):
     from commands.structure import main
 

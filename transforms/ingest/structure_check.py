@@ -491,8 +491,11 @@ def dropped_blocks(tree: HtmlElement, text: str) -> tuple[int, list[str]]:
     nothing. It is how lost content was found (docs/structure.md, "Text the page holds and
     the document does not"): a section whose id trafilatura takes for reader comments, a
     list in a table cell, an admonition whose title holds a boilerplate word."""
-    # the text's code spans and emphasis marks out: "`Matcher`s" is the page's "Matchers"
-    held = set(_shingles(text.replace("`", "").replace("*", "")))
+    # the text's code spans and emphasis marks out: "`Matcher`s" is the page's "Matchers"; and
+    # with its asterisks too, which a code block holds as they are: Javadoc's
+    # "2*60*60*1000" (SimpleTimeZone) is no word "2606601000"
+    unquoted = text.replace("`", "")
+    held = set(_shingles(unquoted.replace("*", ""))) | set(_shingles(unquoted))
     total, dropped = 0, []
     for block in tree.iter(*_TEXT_BLOCKS):
         if next(block.iterdescendants(*_TEXT_BLOCKS), None) is not None or _is_chrome(block):
