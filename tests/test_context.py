@@ -320,6 +320,30 @@ def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
     )
 
 
+def test_a_header_too_long_for_its_items_leaves_out_the_last_merged_siblings() -> None:
+    """SQLite's math functions: a chunk of many merged sibling sections. Even with every item
+    cut to its shortest the header did not fit, and cut at its end it lost the last
+    siblings mid-word ("degrees(…), exp(…), floor(…), ln("). Now the deepest entry of
+    several items keeps its first items and "…" for the rest."""
+    siblings = ", ".join(f"mathfunc{i}(X)" for i in range(30))
+    chunk = make_chunk("x", source="/docs/lang_mathfunc.html", doc_type="html",
+                       title="Built-In Mathematical SQL Functions",
+                       section_path=("Built-In Mathematical SQL Functions",
+                                     "2. Descriptions of built-in scalar SQL math functions",
+                                     siblings))  # fmt: skip
+    tokenizer = make_tokenizer("cl100k_base")
+    fitter = HeaderFitter(TokenBudget(chunk_size=192), tokenizer)
+    fitted = fitter.fit_path(path_parts(chunk), "", chunk.text, max_header_tokens=32).context
+    assert fitted is not None and tokenizer.count(fitted) <= 32
+    last = fitted.split(PATH_SEPARATOR)[-1]
+    assert last.startswith("mathfunc0(…), mathfunc1(…), ") and last.endswith(", …")
+    assert all(item == "…" or item.endswith("(…)") for item in entry_items(last))
+    # a table's column line after the path is kept whole, not cut with the path's end
+    table = dataclasses.replace(chunk, table_header="| Name | Description |")
+    fitted = fitter.fit_path(path_parts(table), table_line(table), "x", max_header_tokens=32)
+    assert fitted.context is not None and fitted.context.endswith(", …\n| Name | Description |")
+
+
 def test_a_signature_in_the_header_is_its_name_without_parameters() -> None:
     """Click's API page: a method under its class, both Sphinx signatures. The header names
     them without their parameter lists; the section path keeps the whole terms."""

@@ -284,11 +284,13 @@ def balanced_header(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str
     whole; the place, `parts[0]`, always does): a Sphinx class's signature of hundreds of
     characters no longer pushes the method under it, or a long signature the sibling after it,
     out of the chunk's header. When even items of MIN_ITEM_CHARS do not fit, those, for the
-    caller to cut at the end."""
+    caller to cut at the end, unless an entry of several items (merged siblings) fits with
+    its last items left out for one "…" (`_fewer_items`)."""
     longest = max((len(i) for p in parts[1:] for i in p), default=0)
     lo, hi = MIN_ITEM_CHARS, longest - 1
     if hi < lo or not fits(_capped(parts, tail, lo)):
-        return _capped(parts, tail, min(lo, longest))
+        capped = min(lo, longest)
+        return _fewer_items(parts, tail, capped, fits) or _capped(parts, tail, capped)
     while lo < hi:  # the largest cap in [lo, hi] that fits
         mid = (lo + hi + 1) // 2
         if fits(_capped(parts, tail, mid)):
@@ -296,6 +298,25 @@ def balanced_header(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str
         else:
             hi = mid - 1
     return _capped(parts, tail, lo)
+
+
+def _fewer_items(
+    parts: list[tuple[str, ...]], tail: str, cap: int, fits: Callable[[str], bool]
+) -> str | None:
+    """The header of `parts` (items cut to `cap`) whose deepest entry of several items keeps
+    as many of its first items as `fits`, the rest written "…"; None when none fits. A
+    header cut at its end lost the deepest entry's last items mid-word: SQLite's math
+    functions, "acos(…), acosh(…), asin(…)," and "degrees(…), exp(…), floor(…), ln("."""
+    deepest = next((k for k in range(len(parts) - 1, 0, -1) if len(parts[k]) > 1), None)
+    if deepest is None:
+        return None
+    items = parts[deepest]
+    for keep in range(len(items) - 1, 0, -1):
+        fewer = [*parts[:deepest], (*items[:keep], ELLIPSIS), *parts[deepest + 1 :]]
+        candidate = _capped(fewer, tail, cap)
+        if fits(candidate):
+            return candidate
+    return None
 
 
 def _clean_cut(prefix: str) -> str:
