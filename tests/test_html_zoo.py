@@ -960,6 +960,22 @@ def test_rustdocs_version_and_source_links_beside_a_trait_method_are_no_text():
     assert "#### fn rewind(&mut self) -> Result<()>" in text
 
 
+def test_a_short_paragraph_of_prose_with_short_links_is_text():
+    # Haddock's module description under its "Description" caption (no heading): a sentence
+    # with two module links, "Data.Int" and "Data.Word", under 300 characters, which
+    # trafilatura's link-density test took for a list of links. Before: dropped
+    text = _checked("ghc902-base-data-bits-cut.html.gz").text
+    assert (
+        "This module defines bitwise operations for signed and unsigned integers. Instances of "
+        "the class `Bits` for the `Int` and `Integer` types are available from this module, "
+        "and instances for explicitly sized integral types are available from the Data.Int "
+        "and Data.Word modules." in text
+    )
+    # a line of navigation links is no prose: it stays a link list to trafilatura
+    nav = "<p>Next: <a href='a.html'>Arrays</a>, <a href='b.html'>Bits</a></p>"
+    assert "Arrays" not in html_to_markdown(_page("Data", nav + "<p>" + "Word. " * 80)).text
+
+
 def test_haddocks_signatures_keep_their_linked_types():
     # Haddock's signatures are mostly links (each type to its declaration), and the name
     # each declares an <a id> without href: to trafilatura's link-density test the synopsis

@@ -175,6 +175,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
+    _short_prose_links_as_text(tree)
     _definition_term_links_as_text(tree)
     _field_list_links_as_text(tree)
     _prose_item_links_as_text(tree)
@@ -1237,6 +1238,36 @@ def _section_paragraph_links_as_text(tree: HtmlElement) -> None:
             continue  # the section holds more than its paragraph
         for link in list(paragraphs[0].iter("a")):
             link.drop_tag()
+
+
+# trafilatura's link-density test (htmlprocessing.link_density_test) calls a block under
+# this many characters with two or more links, 80% of them short, a list of links
+_LINK_TEST_CHARS = 300
+
+
+def _short_prose_links_as_text(tree: HtmlElement) -> None:
+    """The links of a short paragraph of prose as their text.
+
+    trafilatura's link-density test takes a block of under 300 characters whose links are
+    two or more, nearly all short, for a list of links and drops it, whatever the words
+    around them: Haddock's module descriptions ("This module defines bitwise operations
+    ... available from the Data.Int and Data.Word modules.", two module links) went so,
+    each under its "Description" caption, which is no heading for
+    `_section_paragraph_links_as_text` to find. A paragraph outside the page's navigation
+    with twice as many words outside its links as in them is prose; the job keeps no links,
+    only their text."""
+    for paragraph in list(tree.iter("p")):
+        links = list(paragraph.iter("a"))
+        if len(links) < 2 or _in_navigation(paragraph):
+            continue
+        text = paragraph.text_content()
+        if len(_plain(text)) >= _LINK_TEST_CHARS:
+            continue
+        words = len(_WORD.findall(text))
+        in_links = len(_WORD.findall(" ".join(a.text_content() for a in links)))
+        if words - in_links >= 2 * in_links:
+            for link in links:
+                link.drop_tag()
 
 
 def _in_prose(link: HtmlElement) -> bool:
