@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import trafilatura
@@ -1044,13 +1044,21 @@ def _code_spans_as_code(tree: HtmlElement) -> None:
             span.tag = "code"
 
 
+def _words_outside_and_in_links(
+    elements: Iterable[HtmlElement], read: Callable[[HtmlElement], str] = HtmlElement.text_content
+) -> tuple[int, int]:
+    """The words of `elements` (as `read` gives their text) outside their links, and in them."""
+    elements = list(elements)
+    words = sum(len(_WORD.findall(read(el))) for el in elements)
+    in_links = sum(len(_WORD.findall(read(a))) for el in elements for a in el.iter("a"))
+    return words - in_links, in_links
+
+
 def _heads_prose(heading: HtmlElement) -> bool:
     """Whether the section `heading` opens holds more words outside links than in them (not
     Django's banner, ``<h1><a>Django 3.2.25 documentation</a></h1>`` over a bar of links)."""
-    body = _section_body(heading)
-    words = sum(len(_WORD.findall(shown_text(el))) for el in body)
-    in_links = sum(len(_WORD.findall(shown_text(a))) for el in body for a in el.iter("a"))
-    return words - in_links > in_links
+    outside, in_links = _words_outside_and_in_links(_section_body(heading), shown_text)
+    return outside > in_links
 
 
 def _drop_widgets(tree: HtmlElement) -> None:
@@ -1260,12 +1268,10 @@ def _short_prose_links_as_text(tree: HtmlElement) -> None:
         links = list(paragraph.iter("a"))
         if len(links) < 2 or _in_navigation(paragraph):
             continue
-        text = paragraph.text_content()
-        if len(_plain(text)) >= _LINK_TEST_CHARS:
+        if len(_plain(paragraph.text_content())) >= _LINK_TEST_CHARS:
             continue
-        words = len(_WORD.findall(text))
-        in_links = len(_WORD.findall(" ".join(a.text_content() for a in links)))
-        if words - in_links >= 2 * in_links:
+        outside, in_links = _words_outside_and_in_links([paragraph])
+        if outside >= 2 * in_links:
             for link in links:
                 link.drop_tag()
 
@@ -1279,9 +1285,8 @@ def _in_prose(link: HtmlElement) -> bool:
     paragraph = next(link.iterancestors("p"), None)
     if paragraph is None:
         return False
-    words = len(_WORD.findall(paragraph.text_content()))
-    in_links = len(_WORD.findall(" ".join(a.text_content() for a in paragraph.iter("a"))))
-    return words - in_links > in_links
+    outside, in_links = _words_outside_and_in_links([paragraph])
+    return outside > in_links
 
 
 def _definition_term_links_as_text(tree: HtmlElement) -> None:
