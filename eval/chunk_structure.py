@@ -1,9 +1,12 @@
-"""Two properties of a finished run's Markdown chunks, per folder (docs/structure.md):
+"""Three properties of a finished run's Markdown chunks, per folder (docs/structure.md):
 
     python -m eval.chunk_structure RUN [RUN ...]
 
 - heading at the end: a chunk whose last line is a heading whose section holds nothing else
   and heads the sections after it (its content begins the next chunk);
+- lead-in at the end: a chunk whose last block is a paragraph ending with a colon
+  (`Block.lead_in`: "For example:", "The members are:") followed by a block of its section
+  or by a definition below it, which begins the next chunk;
 - piece without its term: a chunk that starts inside a definition (`Section.definition`)
   while no entry of its `section_path` names that definition's term.
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from transforms.chunking.markdown import markdown_sections
 
-__all__ = ["ChunkStructure", "chunk_structure", "heads_what_follows", "main"]
+__all__ = ["ChunkStructure", "chunk_structure", "heads_what_follows", "introduces", "main"]
 
 
 @dataclass
@@ -31,6 +34,7 @@ class ChunkStructure:
     chunks: int = 0
     heading_at_end: int = 0
     piece_without_term: int = 0
+    lead_in_at_end: int = 0
 
 
 def heads_what_follows(text: str) -> set[int]:
@@ -46,9 +50,28 @@ def heads_what_follows(text: str) -> set[int]:
     }
 
 
+def introduces(text: str) -> set[int]:
+    """End offsets of the lead-in paragraphs followed by a block of their section, or by a
+    definition below it (Sphinx's "uses the following configuration values:" before them)."""
+    sections = markdown_sections(text)
+    out = set()
+    for i, section in enumerate(sections):
+        for j, block in enumerate(section.blocks):
+            if not block.lead_in:
+                continue
+            if j + 1 < len(section.blocks):
+                out.add(block.end)
+            elif i + 1 < len(sections):
+                after = sections[i + 1]
+                if after.definition is not None and after.path[:-1] == section.path:
+                    out.add(block.end)
+    return out
+
+
 def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]]) -> ChunkStructure:
     """Count one document's chunks, each (start, end, section_path) into `text`."""
     heads = heads_what_follows(text)
+    leads = introduces(text)
     definitions = [s for s in markdown_sections(text) if s.definition is not None]
     out = ChunkStructure()
     for start, end, path in chunks:
@@ -56,6 +79,8 @@ def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]])
         piece = text[start:end].rstrip()
         if start + piece.rfind("\n") + 1 in heads:
             out.heading_at_end += 1
+        if start + len(piece) in leads:
+            out.lead_in_at_end += 1
         for s in definitions:
             d = s.definition
             if d is not None and d.start < start < d.end:
@@ -93,6 +118,7 @@ def _by_folder(run: str) -> dict[str, ChunkStructure]:
         total.chunks += found.chunks
         total.heading_at_end += found.heading_at_end
         total.piece_without_term += found.piece_without_term
+        total.lead_in_at_end += found.lead_in_at_end
     return dict(out)
 
 
@@ -104,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     folders = sorted({f for t in tables.values() for f in t})
     head = " | ".join(
         f"{os.path.basename(os.path.normpath(r))}: chunks / heading at end / piece without term"
+        " / lead-in at end"
         for r in args.runs
     )
     print(f"| folder | {head} |")
@@ -113,10 +140,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         cells = []
         for run, table in tables.items():
             c = table.get(folder, ChunkStructure())
-            totals[run].update(chunks=c.chunks, heading=c.heading_at_end, term=c.piece_without_term)
-            cells.append(f"{c.chunks} / {c.heading_at_end} / {c.piece_without_term}")
+            totals[run].update(
+                chunks=c.chunks,
+                heading=c.heading_at_end,
+                term=c.piece_without_term,
+                lead=c.lead_in_at_end,
+            )
+            cells.append(
+                f"{c.chunks} / {c.heading_at_end} / {c.piece_without_term} / {c.lead_in_at_end}"
+            )
         print(f"| {folder} | " + " | ".join(cells) + " |")
-    cells = [f"{t['chunks']} / {t['heading']} / {t['term']}" for t in totals.values()]
+    cells = [f"{t['chunks']} / {t['heading']} / {t['term']} / {t['lead']}" for t in totals.values()]
     print("| all | " + " | ".join(cells) + " |")
 
 

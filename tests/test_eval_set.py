@@ -238,3 +238,21 @@ def test_chunk_structure_counts_a_heading_at_the_end_and_a_piece_without_its_ter
     named = [*chunks[:2], (more, len(text), ("A", "B", "C", "class Widget(x)"))]
     assert chunk_structure(text, named).piece_without_term == 0
     assert widget < more
+
+
+def test_chunk_structure_counts_a_lead_in_at_the_end():
+    from eval.chunk_structure import chunk_structure, introduces
+
+    text = (
+        "# A\n\nText.\n\nFor example:\n\n```\ncode\n```\n\n## B\n\nThe options are:\n\n"
+        "- `-v`\n: Verbose.\n\nLast words:\n\n## C\n\nEnd.\n"
+    )
+    example, options = text.index("For example:"), text.index("The options are:")
+    # a lead-in before a block of its section, and one before the definitions below it; not
+    # one before a heading (it introduces no block of its own section)
+    assert introduces(text) == {example + len("For example:"), options + len("The options are:")}
+    code = text.index("```")
+    ends_with_it = [(0, code, ("A",)), (code, options - 1, ("A",)), (options, len(text), ("B",))]
+    assert chunk_structure(text, ends_with_it).lead_in_at_end == 1
+    goes_on = [(0, example, ("A",)), (example, options - 1, ("A",)), (options, len(text), ("B",))]
+    assert chunk_structure(text, goes_on).lead_in_at_end == 0

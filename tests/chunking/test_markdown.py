@@ -776,6 +776,83 @@ def test_headings_of_what_follows_lead_its_first_piece_at_the_jobs_budget(
     assert first in piece and piece.strip() != heading
 
 
+def _job_chunks(cl100k, page: str) -> tuple[str, list[ChunkSpan]]:
+    """A real page's text and its chunks at the job's defaults (--chunk_size 192 less the path
+    header's room, the default overlap)."""
+    from transforms.ingest.html import html_to_markdown
+    from transforms.token_budget import TokenBudget, header_reserve
+
+    budget = TokenBudget.from_flags(192, None, "cl100k_base", header_reserve("path", 32, 64))
+    with gzip.open(DATA / page, "rt", encoding="utf-8") as f:
+        text = html_to_markdown(f.read()).text
+    chunks = MarkdownChunker(cl100k, budget.body_size, budget.chunk_overlap).chunk(text)
+    check_invariants(cl100k, text, chunks, budget.body_size)
+    return text, chunks
+
+
+@pytest.mark.parametrize(
+    ("page", "lead_in", "first"),
+    [
+        # a paragraph before a code block of its section
+        (
+            "sphinx53-usage-restructuredtext-basics.html.gz",
+            "The handling of the `::` marker is smart:",
+            "- If it occurs as a paragraph of its own",
+        ),
+        # a paragraph before the definitions below its section
+        (
+            "postgresql15-sql-set.html.gz",
+            "can only be adjusted using the `SET` command or that have a special syntax:",
+            "- `SCHEMA`",
+        ),
+        # a heading and its lead-in alone, before the definitions below them
+        (
+            "erlang25-statem.html.gz",
+            "The `gen_statem` behaviour supports two **callback modes**:",
+            "- **`state_functions`**",
+        ),
+    ],
+)
+def test_a_lead_in_goes_on_with_what_it_introduces_at_the_jobs_budget(
+    cl100k, page: str, lead_in: str, first: str
+) -> None:
+    from eval.chunk_structure import chunk_structure
+
+    text, chunks = _job_chunks(cl100k, page)
+    at = text.index(lead_in)
+    holding = [c for c in chunks if c.start <= at < c.end]
+    # Before: the chunk ended with the lead-in, and what it introduces began the next one
+    assert len(holding) == 1
+    piece = text[holding[0].start : holding[0].end]
+    assert first in piece[piece.index(lead_in) :]
+    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+    assert (found.heading_at_end, found.piece_without_term) == (0, 0)
+    if "statem" not in page:  # its other lead-ins end chunks where their blocks fit only alone
+        assert found.lead_in_at_end == 0
+
+
+def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
+    code = "```\n" + "\n".join(f"line_{i} = compute({i})" for i in range(40)) + "\n```"
+    lead_in = "For example, here is what the generated module holds:"
+    size = cl100k.count(code) + 2
+    words = " ".join(["Some words of text."] * (size // 15))
+    text = f"# Title\n\n{words}\n\n{lead_in}\n\n{code}\n\nMore {words}\n"
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    # the code fits a chunk alone but not after its lead-in: it stays whole, and the lead-in
+    # stays with the text before it (a chunk of the lead-in alone would say nothing)
+    code_at = text.index("```")
+    assert containing(chunks, code_at, code_at + len(code))
+    lead = text.index(lead_in)
+    assert [c for c in chunks if c.start <= text.index(words) and lead < c.end]
+    # with room for both, the lead-in goes on with the code instead of ending the chunk before
+    size = cl100k.count(f"{lead_in}\n\n{code}") + 2
+    text = f"# Title\n\n{words}\n\n{lead_in}\n\n{code}\n"
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    assert [c for c in chunks if c.start == text.index(lead_in) and c.end == len(text.rstrip())]
+
+
 def test_a_heading_of_sections_leads_the_first_piece_of_a_block_it_cannot_precede_whole(
     cl100k,
 ) -> None:

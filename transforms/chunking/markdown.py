@@ -58,6 +58,9 @@ class Block:
     heading: bool = False
     parts: tuple[tuple[int, int], ...] = ()
     label: bool = False  # a bold label alone on its line: it goes with the block after it
+    # a paragraph that ends with a colon ("For example:", "The members are:"): it introduces
+    # the block after it, and no chunk ends with it where that block starts the next
+    lead_in: bool = False
 
 
 @dataclass
@@ -351,10 +354,11 @@ def markdown_sections(text: str) -> list[Section]:
         else:
             kind = LINES if tok.type in _LINE_BLOCKS else PROSE
             label = tok.type == "paragraph_open" and bool(_LABEL.fullmatch(text, start, end))
+            lead_in = tok.type == "paragraph_open" and not label and text[end - 1] == ":"
             if label:  # a run-in heading: its blocks a unit, the label in their path
                 name = _heading_text(tokens[i + 1].content, env).rstrip(":").strip()
                 sections.append(Section((*(t for _, t in stack), name), fresh=True))
-            sections[-1].blocks.append(Block(start, end, kind, label=label))
+            sections[-1].blocks.append(Block(start, end, kind, label=label, lead_in=lead_in))
     add_gap(len(text))
     for section in sections:
         if len(section.blocks) == 1 and section.blocks[0].label:
@@ -483,6 +487,13 @@ def _heading_only(section: Section) -> bool:
     return len(section.blocks) == 1 and section.blocks[0].heading
 
 
+def _introduces_only(section: Section) -> bool:
+    """A heading and a lead-in alone ("## Options", "createdb accepts the following
+    command-line arguments:"): its content is in the sections below it."""
+    blocks = section.blocks
+    return len(blocks) == 2 and blocks[0].heading and blocks[1].lead_in
+
+
 def _label_only(section: Section) -> bool:
     """A label of nothing: another label or a heading follows it (a label whose blocks are
     definitions is alone in its section too, but heads them: it starts a chunk)."""
@@ -501,6 +512,7 @@ class _HeldHeadings:
     before_members: list[tuple[str, ...]]
     before_path: tuple[str, ...]
     last: tuple[str, ...]  # the path of the last of them, each below the one before
+    introduces: bool = False  # the last of them ends with a lead-in: it heads what is below it
 
 
 def _below(path: tuple[str, ...], above: tuple[str, ...]) -> bool:
@@ -560,6 +572,13 @@ class MarkdownChunker(Chunker):
       Bugs"), unless the headings would take half the chunk. Such a heading is not named in
       a merged chunk's path; one before a sibling heading of nothing (rustdoc's implementors)
       heads nothing and is content.
+    - No chunk ends with a lead-in, a paragraph that ends with a colon ("A common example is
+      opening a file:", "createdb accepts the following command-line arguments:"), where
+      what it introduces (the next block of its section, or the definitions below it)
+      starts the next chunk: the chunk ends before it, and it goes on with that block, or
+      leads its first piece where the block is cut anyway. A heading and its lead-in alone
+      are held as headings alone are. A block that fits a chunk alone is not cut for a
+      lead-in: the lead-in then stays with the text before it.
     - A piece of a definition cut in parts (too large for a chunk) does not go on past the
       definition's own section (a new heading), and a chunk that starts in a definition and
       goes on only into the text after it is named by it: every piece has the term in its
@@ -610,7 +629,9 @@ class MarkdownChunker(Chunker):
         # Sections of a heading alone are not named among a chunk's merged sections: their
         # heading is in its text, and what they head is named by the sections after them
         # (Doxygen's "Member Function Documentation" before "make()").
-        heading_only = {s.path for s in sections if _heading_only(s) or _label_only(s)}
+        heading_only = {
+            s.path for s in sections if _heading_only(s) or _label_only(s) or _introduces_only(s)
+        }
         # where each section starts: an open chunk that starts at one holds whole sections
         section_starts = {s.blocks[0].start for s in sections}
 
@@ -642,14 +663,20 @@ class MarkdownChunker(Chunker):
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
 
+        # a lead-in that ended the section read last and the open chunk, after other content:
+        # its start, the end of the chunk before it, and its end
+        held_lead: tuple[int, int, int, tuple[str, ...]] | None = None  # and its section's path
+
         queue = sections[::-1]
         while queue:
             section = queue.pop()
             sec_end = section.blocks[-1].end
+            lead, held_lead = held_lead, None
             nested = section.definition is not None and section.definition.parts
             if nested and not self._fits(doc, section.blocks[0].start, sec_end):
                 # too large: cut between the definitions nested in it
                 queue.extend(definition_parts(text, section)[::-1])
+                held_lead = lead  # the lead-in introduces its first part
                 continue
             common = common_prefix(path, section.path)
             # the open chunk holds a piece of a definition cut in parts and this section lies
@@ -691,9 +718,14 @@ class MarkdownChunker(Chunker):
             if section.fresh and not carry and not small_unit:
                 common = ()  # a definition too large: its first piece starts a chunk
             if start >= 0 and (common or carry) and self._fits(doc, start, sec_end):
-                if _heading_only(section):
+                # a small heading and lead-in alone are held as headings alone are
+                intro = (
+                    _introduces_only(section)
+                    and doc.count(section.blocks[0].start, doc.ceil(sec_end)) < small
+                )
+                if _heading_only(section) or intro:
                     if tail is not None and tail.end == end and _below(section.path, tail.last):
-                        tail.end, tail.last = sec_end, section.path
+                        tail.end, tail.last, tail.introduces = sec_end, section.path, intro
                     else:
                         # a run of headings restarts at a heading that is not below the one
                         # before it: that one heads nothing and is content (rustdoc's impls)
@@ -705,7 +737,17 @@ class MarkdownChunker(Chunker):
                             list(members),
                             path,
                             last=section.path,
+                            introduces=intro,
                         )
+                elif section.blocks[-1].lead_in and (
+                    not section.blocks[-2].heading
+                    if len(section.blocks) > 1
+                    # a lead-in alone between two lists of definitions (PostgreSQL's "dropdb
+                    # also accepts the following command-line arguments ...:")
+                    else not (bare_heading or (tail is not None and tail.end == end))
+                ):
+                    before = section.blocks[-2].end if len(section.blocks) > 1 else end
+                    held_lead = (section.blocks[-1].start, before, sec_end, section.path)
                 end, path, bare_heading = sec_end, merged, False
                 members.append(section.path)
                 # a chunk that holds a definition's last piece stays in that definition's
@@ -718,6 +760,7 @@ class MarkdownChunker(Chunker):
                 and tail is not None
                 and tail.end == end
                 and _headed_by(section, tail.last)
+                and (not tail.introduces or _below(section.path, tail.last))
                 and self._can_lead(doc, tail.start, tail.end, section)
             ):
                 # The chunk would end with headings whose content starts here: it ends
@@ -731,8 +774,30 @@ class MarkdownChunker(Chunker):
                 continue
             # the document's first chunk (a title, its purpose, a synopsis) goes on with the
             # opening of the next section, its heading and first block, where they fit
+            # a lead-in at the open chunk's end introduces the definitions below its section
+            # (Sphinx's "The doctest extension uses the following configuration values:"):
+            # the chunk ends before it, and it opens the chunk of the first, named by it
+            introduced = (
+                not carry
+                and lead is not None
+                and lead[2] == end
+                and start >= 0
+                # a definition, or the first part of one too large (its term and description)
+                and (
+                    section.definition is not None
+                    or (section.fresh and section.unit == section.path)
+                )
+                and section.path[:-1] == lead[3]
+                and self._can_introduce(doc, lead[0], lead[2], self._first_unit(doc, section))
+            )
+            if introduced and lead is not None:
+                end = lead[1]
+                close()
+                start, end = lead[0], lead[2]
+                bare_heading = not self._fits(doc, start, self._first_unit(doc, section).end)
             fill = (
                 not carry
+                and not introduced
                 and not out
                 and start >= 0
                 and bool(common)
@@ -740,7 +805,8 @@ class MarkdownChunker(Chunker):
                 and self._can_fill(doc, start, section)
             )
             if not carry and not fill:
-                close()
+                if not introduced:
+                    close()
                 members = []
             members.append(section.path)
             current = section.path
@@ -754,19 +820,39 @@ class MarkdownChunker(Chunker):
             label: tuple[int, int, int] | None = None
             opened_by_label = False  # the open chunk holds a label alone
             headed_label = False  # the open chunk holds headings alone and then its label
+            # the open chunk's last unit when it is a lead-in after other content: its start
+            # and the end of the chunk before it
+            lead_in: tuple[int, int] | None = None
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
                     units = [Block(s, e, PROSE) for s, e in block.parts]
                 for unit in units:
                     if start >= 0 and self._fits(doc, start, unit.end):
+                        after_content = not (bare_heading or leading or label)
+                        lead_in = (unit.start, end) if unit.lead_in and after_content else None
                         label = (unit.start, unit.end, end) if unit.label else None
                         headed_label = bool(unit.label) and bare_heading
-                        # a heading after headings alone: the chunk still holds only headings
-                        bare_heading = bare_heading and unit.heading
+                        # a heading after headings alone: the chunk still holds only headings,
+                        # and so it does after their lead-in ("#### format_spec()", "Where:")
+                        bare_heading = bare_heading and (unit.heading or unit.lead_in)
                         leading = leading and unit.heading
                         end, opened_by_label = unit.end, False
                         continue
+                    if lead_in is not None and self._can_introduce(doc, lead_in[0], end, unit):
+                        # no chunk ends with a paragraph that introduces the block after it
+                        # ("A common example is opening a file:" before the example): it
+                        # goes on with that block, or leads its first piece
+                        lead_start, lead_end = lead_in[0], end
+                        end = lead_in[1]
+                        close()
+                        start, end = lead_start, lead_end
+                        if self._fits(doc, start, unit.end):
+                            label = (unit.start, unit.end, end) if unit.label else None
+                            end, lead_in = unit.end, None
+                            continue
+                        bare_heading = True
+                    lead_in = None
                     labelled = label is not None or (opened_by_label and start >= 0)
                     if (opened_by_label and label is None) or headed_label:
                         # the label, and the headings before it, share the block's first
@@ -810,6 +896,8 @@ class MarkdownChunker(Chunker):
                         if section.definition is not None:
                             open_unit = section.path  # its last piece stays in its section
                     (start, end), bare_heading = pieces[-1], False
+            if lead_in is not None and lead_in[0] == section.blocks[-1].start:
+                held_lead = (lead_in[0], lead_in[1], end, section.path)
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
             last = out.pop()
@@ -827,10 +915,16 @@ class MarkdownChunker(Chunker):
         """Whether a small chunk from `start` can go on into `section`: with its heading and
         first block, or as the lead of that block's first piece when the block is too large
         (else it would stand alone with the heading, and the block lose it)."""
+        first = self._first_unit(doc, section)
+        return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
+
+    def _first_unit(self, doc: TokenizedText, section: Section) -> Block:
+        """The section's first block after its heading, or that block's first item where the
+        block is too large for a chunk and is cut between its items."""
         first = _first_block(section)
         if first.parts and not self._fits(doc, first.start, first.end):
-            first = Block(*first.parts[0], PROSE)
-        return self._fits(doc, start, first.end) or not self._fits(doc, first.start, first.end)
+            return Block(*first.parts[0], PROSE)
+        return first
 
     def _can_lead(self, doc: TokenizedText, start: int, end: int, section: Section) -> bool:
         """Whether headings at [start, end) can open the chunk of `section`: with its first
@@ -839,6 +933,17 @@ class MarkdownChunker(Chunker):
         stand alone: then it stays where it is)."""
         if self._can_carry(doc, start, section):
             return True
+        return 2 * doc.count(start, doc.ceil(end)) <= self.chunk_size - self.chunk_overlap
+
+    def _can_introduce(self, doc: TokenizedText, start: int, end: int, unit: Block) -> bool:
+        """Whether a lead-in at [start, end) can open the chunk of `unit`, the block it
+        introduces: with it whole, or as the lead of its first piece where it is cut anyway
+        and the lead-in takes at most half the piece (a block that fits a chunk alone is not
+        cut for it: the lead-in then stays with the text before it)."""
+        if self._fits(doc, start, unit.end):
+            return True
+        if self._fits(doc, unit.start, unit.end):
+            return False
         return 2 * doc.count(start, doc.ceil(end)) <= self.chunk_size - self.chunk_overlap
 
     def _can_fill(self, doc: TokenizedText, start: int, section: Section) -> bool:
@@ -879,13 +984,24 @@ class MarkdownChunker(Chunker):
             first_budget = budget - doc.count(lead[0], unit.start)
             if first_budget < budget // 2:  # a long heading: let it stand alone
                 return [lead, *self._pieces(doc, lines, unit, None)]
-        if unit.fallback == LINES:
-            pieces = self._line_split(doc, lines, unit.start, unit.end, first_budget, budget)
-        else:
-            pieces = self._prose_split(doc, unit.start, unit.end, first_budget, budget)
-        if lead is not None:
+        while True:
+            if unit.fallback == LINES:
+                pieces = self._line_split(doc, lines, unit.start, unit.end, first_budget, budget)
+            else:
+                pieces = self._prose_split(doc, unit.start, unit.end, first_budget, budget)
+            if lead is None:
+                return pieces
             pieces[0] = (lead[0], pieces[0][1])
-        return pieces
+            # a first piece over the embedding model's word pieces would be cut again at the
+            # blank line after the lead, leaving it alone (a lead-in before a table of padded
+            # cells, node-intl.md's): the lead takes a smaller first piece instead
+            if self._model_fits(doc, *pieces[0]) or first_budget <= budget // 4:
+                return pieces
+            first_budget -= max(1, first_budget // 16)
+
+    def _model_fits(self, doc: TokenizedText, start: int, end: int) -> bool:
+        limit = self.model_limit
+        return limit is None or limit.tokenizer.count(doc.text[start:end]) <= limit.budget
 
     def _prose_split(
         self, doc: TokenizedText, start: int, end: int, first_budget: int, budget: int
