@@ -1,4 +1,4 @@
-"""Three properties of a finished run's Markdown chunks, per folder (docs/structure.md):
+"""Four properties of a finished run's Markdown chunks, per folder (docs/structure.md):
 
     python -m eval.chunk_structure RUN [RUN ...]
 
@@ -7,6 +7,8 @@
 - lead-in at the end: a chunk whose last block is a paragraph ending with a colon
   (`Block.lead_in`: "For example:", "The members are:") followed by a block of its section
   or by a definition below it, which begins the next chunk;
+- term at the end: a chunk that ends inside a definition's term lines, its description
+  beginning the next chunk (a term alone says nothing);
 - piece without its term: a chunk that starts inside a definition (`Section.definition`)
   while no entry of its `section_path` names that definition's term.
 
@@ -35,6 +37,7 @@ class ChunkStructure:
     heading_at_end: int = 0
     piece_without_term: int = 0
     lead_in_at_end: int = 0
+    term_at_end: int = 0
 
 
 def heads_what_follows(text: str) -> set[int]:
@@ -73,6 +76,13 @@ def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]])
     heads = heads_what_follows(text)
     leads = introduces(text)
     definitions = [s for s in markdown_sections(text) if s.definition is not None]
+    terms = []  # every definition's [start, body), nested ones too
+    todo = [s.definition for s in definitions if s.definition is not None]
+    while todo:
+        d = todo.pop()
+        if d.body < d.end:
+            terms.append((d.start, d.body))
+        todo.extend(d.parts)
     out = ChunkStructure()
     for start, end, path in chunks:
         out.chunks += 1
@@ -81,6 +91,8 @@ def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]])
             out.heading_at_end += 1
         if start + len(piece) in leads:
             out.lead_in_at_end += 1
+        if any(t < start + len(piece) <= body for t, body in terms):
+            out.term_at_end += 1
         for s in definitions:
             d = s.definition
             if d is not None and d.start < start < d.end:
@@ -119,6 +131,7 @@ def _by_folder(run: str) -> dict[str, ChunkStructure]:
         total.heading_at_end += found.heading_at_end
         total.piece_without_term += found.piece_without_term
         total.lead_in_at_end += found.lead_in_at_end
+        total.term_at_end += found.term_at_end
     return dict(out)
 
 
@@ -130,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     folders = sorted({f for t in tables.values() for f in t})
     head = " | ".join(
         f"{os.path.basename(os.path.normpath(r))}: chunks / heading at end / piece without term"
-        " / lead-in at end"
+        " / lead-in at end / term at end"
         for r in args.runs
     )
     print(f"| folder | {head} |")
@@ -145,12 +158,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                 heading=c.heading_at_end,
                 term=c.piece_without_term,
                 lead=c.lead_in_at_end,
+                term_end=c.term_at_end,
             )
             cells.append(
                 f"{c.chunks} / {c.heading_at_end} / {c.piece_without_term} / {c.lead_in_at_end}"
+                f" / {c.term_at_end}"
             )
         print(f"| {folder} | " + " | ".join(cells) + " |")
-    cells = [f"{t['chunks']} / {t['heading']} / {t['term']} / {t['lead']}" for t in totals.values()]
+    cells = [
+        f"{t['chunks']} / {t['heading']} / {t['term']} / {t['lead']} / {t['term_end']}"
+        for t in totals.values()
+    ]
     print("| all | " + " | ".join(cells) + " |")
 
 

@@ -256,3 +256,15 @@ def test_chunk_structure_counts_a_lead_in_at_the_end():
     assert chunk_structure(text, ends_with_it).lead_in_at_end == 1
     goes_on = [(0, example, ("A",)), (example, options - 1, ("A",)), (options, len(text), ("B",))]
     assert chunk_structure(text, goes_on).lead_in_at_end == 0
+
+
+def test_chunk_structure_counts_a_term_at_the_end():
+    from eval.chunk_structure import chunk_structure
+
+    text = "# A\n\n- `name`\n  `--long-name`\n: What it does.\n"
+    body = text.index(": What")
+    # the first chunk ends inside the term lines, or at their end: its description is next
+    for cut in (text.index("  `--long"), body - 1):
+        chunks = [(0, cut, ("A",)), (cut, len(text), ("A", "name"))]
+        assert chunk_structure(text, chunks).term_at_end == 1
+    assert chunk_structure(text, [(0, len(text), ("A",))]).term_at_end == 0

@@ -853,6 +853,33 @@ def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
     assert [c for c in chunks if c.start == text.index(lead_in) and c.end == len(text.rstrip())]
 
 
+@pytest.mark.parametrize(
+    ("page", "term", "words"),
+    [
+        # a heading, then a parameter whose description is one line too long for a chunk
+        (
+            "postgresql15-runtime-config-resource.html.gz",
+            "- `shared_buffers` (`integer`)",
+            "Sets the amount of memory the database server uses for shared memory buffers.",
+        ),
+        ("sphinx53-usage-configuration.html.gz", "- language", "The code for the language"),
+    ],
+)
+def test_a_definition_cut_in_pieces_has_its_description_in_its_first(
+    cl100k, page: str, term: str, words: str
+) -> None:
+    from eval.chunk_structure import chunk_structure
+
+    text, chunks = _job_chunks(cl100k, page)
+    at = text.index(term)
+    first = next(c for c in chunks if c.start <= at < c.end)
+    # Before: the first piece ended with the term line (its description, one line too
+    # long for what the heading left of the chunk, began the next)
+    assert words in text[first.start : first.end]
+    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+    assert (found.heading_at_end, found.piece_without_term, found.term_at_end) == (0, 0, 0)
+
+
 def test_a_heading_of_sections_leads_the_first_piece_of_a_block_it_cannot_precede_whole(
     cl100k,
 ) -> None:

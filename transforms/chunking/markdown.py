@@ -18,6 +18,7 @@ from transforms.chunking.base import Chunker, ChunkSpan, common_prefix, trim
 from transforms.chunking.block_parser import block_parser
 from transforms.chunking.split import (
     LINE,
+    SENTENCE,
     check_deadline,
     even_split,
     recursive_split,
@@ -579,6 +580,10 @@ class MarkdownChunker(Chunker):
       leads its first piece where the block is cut anyway. A heading and its lead-in alone
       are held as headings alone are. A block that fits a chunk alone is not cut for a
       lead-in: the lead-in then stays with the text before it.
+    - A block cut in pieces does not begin with a short line or paragraph alone (a
+      definition's term line before its description's one long line): the first piece takes
+      the first sentences after it while they fit, so that no chunk ends with a term whose
+      description starts the next.
     - A piece of a definition cut in parts (too large for a chunk) does not go on past the
       definition's own section (a new heading), and a chunk that starts in a definition and
       goes on only into the text after it is named by it: every piece has the term in its
@@ -1013,6 +1018,16 @@ class MarkdownChunker(Chunker):
             start = first[1]
         if start < end:
             segments.extend(recursive_split(doc, start, end, budget))
+        # A first segment of a short line or paragraph before one too large (a definition's
+        # term line before its description's one long line) takes the first sentences after
+        # it while they fit, rather than be a piece of its own: the term alone said nothing.
+        used = doc.count(*segments[0])
+        if len(segments) > 1 and 4 * used < first_budget:
+            head, cut = segments[0]
+            more = recursive_split(doc, cut, end, first_budget - used, SENTENCE)[0]
+            segments = [(head, more[1])]
+            if more[1] < end:
+                segments.extend(recursive_split(doc, more[1], end, budget))
         return with_overlap(doc, segments, self.chunk_overlap)
 
     def _line_split(
