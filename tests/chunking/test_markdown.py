@@ -408,6 +408,8 @@ def markdown_documents(draw: st.DrawFn) -> str:
         ),
         st.just(f"[ref]: https://example.com/{len(passage)}"),
         st.just(passage),
+        # lead-ins: a paragraph ending with a colon goes on with the block after it
+        st.lists(_line, min_size=1, max_size=3).map(lambda ls: "\n".join(ls) + ":"),
         # bold labels alone on their line: a unit's head (a FAQ question, a man page's
         # option), or a label of nothing when a label or heading follows
         (_word | st.from_regex(r"--?[a-z][a-z-]{0,12}", fullmatch=True)).map(lambda w: f"**{w}**"),
