@@ -669,8 +669,8 @@ class MarkdownChunker(Chunker):
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
 
         # a lead-in that ended the section read last and the open chunk, after other content:
-        # its start, the end of the chunk before it, and its end
-        held_lead: tuple[int, int, int, tuple[str, ...]] | None = None  # and its section's path
+        # its start, the end of the chunk before it, its end and its section's path
+        held_lead: tuple[int, int, int, tuple[str, ...]] | None = None
 
         queue = sections[::-1]
         while queue:
@@ -777,8 +777,6 @@ class MarkdownChunker(Chunker):
                 tail, open_unit = None, ()
                 queue.append(section)
                 continue
-            # the document's first chunk (a title, its purpose, a synopsis) goes on with the
-            # opening of the next section, its heading and first block, where they fit
             # a lead-in at the open chunk's end introduces the definitions below its section
             # (Sphinx's "The doctest extension uses the following configuration values:"):
             # the chunk ends before it, and it opens the chunk of the first, named by it
@@ -800,6 +798,8 @@ class MarkdownChunker(Chunker):
                 close()
                 start, end = lead[0], lead[2]
                 bare_heading = not self._fits(doc, start, self._first_unit(doc, section).end)
+            # the document's first chunk (a title, its purpose, a synopsis) goes on with the
+            # opening of the next section, its heading and first block, where they fit
             fill = (
                 not carry
                 and not introduced
