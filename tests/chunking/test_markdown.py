@@ -833,6 +833,31 @@ def test_a_lead_in_goes_on_with_what_it_introduces_at_the_jobs_budget(
         assert found.lead_in_at_end == 0
 
 
+def test_a_lead_in_between_two_lists_of_definitions_opens_the_chunk_of_the_second(
+    cl100k,
+) -> None:
+    # PostgreSQL's client applications: options, then "dropdb also accepts the following
+    # command-line arguments for connection parameters:", then more options
+    def option(name: str) -> str:
+        words = " ".join(f"{name} sets value {i}." for i in range(6))
+        return f"- `--{name}`\n: {words}"
+
+    lead_in = "dropdb also accepts the following command-line arguments for connection:"
+    first = "\n".join(option(n) for n in ("echo", "force", "interactive"))
+    second = "\n".join(option(n) for n in ("host", "port", "username"))
+    text = f"# dropdb\n\n## Options\n\n{first}\n\n{lead_in}\n\n{second}\n"
+    size = cl100k.count(f"## Options\n\n{first}\n\n{lead_in}") + 4
+    chunks = MarkdownChunker(cl100k, size).chunk(text)
+    check_invariants(cl100k, text, chunks, size)
+    at = text.index(lead_in)
+    # the chunk that holds the lead-in goes on into the first option it introduces, and is
+    # named by that option (before: the lead-in ended the chunk of the first list)
+    (holding,) = [c for c in chunks if c.start <= at < c.end]
+    assert holding.start == at
+    assert "- `--host`" in text[holding.start : holding.end]
+    assert holding.section_path[-1].startswith("--host")
+
+
 def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
     code = "```\n" + "\n".join(f"line_{i} = compute({i})" for i in range(40)) + "\n```"
     lead_in = "For example, here is what the generated module holds:"
