@@ -158,6 +158,11 @@ class Chunker(abc.ABC):
             out.extend(self._resplit(doc, span, start, end))
         return self._bound_overlap(doc, out) if self.chunk_overlap else out
 
+    def model_fits(self, text: str) -> bool:
+        """Whether the embedding model reads all of `text` (no model limit: it does)."""
+        limit = self.model_limit
+        return limit is None or limit.tokenizer.count(text) <= limit.budget
+
     def fit_model(self, doc: TokenizedText, spans: list[ChunkSpan]) -> list[ChunkSpan]:
         """Split each span the embedding model would truncate, in the model's own word pieces
         (each piece proved by its alone-count), so every piece is read whole."""
@@ -168,7 +173,7 @@ class Chunker(abc.ABC):
         out: list[ChunkSpan] = []
         for i, span in enumerate(spans):
             piece = doc.text[span.start : span.end]
-            if model.count(piece) <= limit.budget:
+            if self.model_fits(piece):
                 out.append(span)
                 continue
             # the pieces even where the last would be a small tail, unless the next span

@@ -665,6 +665,14 @@ class MarkdownChunker(Chunker):
             # of a chunk that began before the section (a small lead carried into it)
             path = current
 
+        def reopen(before: int, held_start: int, held_end: int) -> None:
+            """End the open chunk at `before` and open the next with [held_start, held_end),
+            what it held after that (headings, a label, a lead-in that go on)."""
+            nonlocal start, end
+            end = before
+            close()
+            start, end = held_start, held_end
+
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
 
@@ -770,9 +778,9 @@ class MarkdownChunker(Chunker):
             ):
                 # The chunk would end with headings whose content starts here: it ends
                 # before them, and they open the next chunk, which this section joins.
-                end, members, path = tail.before_end, tail.before_members, tail.before_path
-                close()
-                start, end, bare_heading = tail.start, tail.end, True
+                members, path = tail.before_members, tail.before_path
+                reopen(tail.before_end, tail.start, tail.end)
+                bare_heading = True
                 members, path, current = [tail.path], tail.path, tail.path
                 tail, open_unit = None, ()
                 queue.append(section)
@@ -794,9 +802,7 @@ class MarkdownChunker(Chunker):
                 and self._can_introduce(doc, lead[0], lead[2], self._first_unit(doc, section))
             )
             if introduced and lead is not None:
-                end = lead[1]
-                close()
-                start, end = lead[0], lead[2]
+                reopen(lead[1], lead[0], lead[2])
                 bare_heading = not self._fits(doc, start, self._first_unit(doc, section).end)
             # the document's first chunk (a title, its purpose, a synopsis) goes on with the
             # opening of the next section, its heading and first block, where they fit
@@ -848,10 +854,7 @@ class MarkdownChunker(Chunker):
                         # no chunk ends with a paragraph that introduces the block after it
                         # ("A common example is opening a file:" before the example): it
                         # goes on with that block, or leads its first piece
-                        lead_start, lead_end = lead_in[0], end
-                        end = lead_in[1]
-                        close()
-                        start, end = lead_start, lead_end
+                        reopen(lead_in[1], lead_in[0], end)
                         if self._fits(doc, start, unit.end):
                             label = (unit.start, unit.end, end) if unit.label else None
                             end, lead_in = unit.end, None
@@ -866,9 +869,8 @@ class MarkdownChunker(Chunker):
                         bare_heading, label, headed_label = True, None, False
                     elif labelled:
                         # no chunk ends with a label: it goes on with the block after it
-                        label_start, label_end, end = label
-                        close()
-                        start, end, bare_heading, label = label_start, label_end, True, None
+                        reopen(label[2], label[0], label[1])
+                        bare_heading, label = True, None
                         if self._fits(doc, start, unit.end):
                             end, bare_heading = unit.end, False
                             continue
@@ -936,8 +938,11 @@ class MarkdownChunker(Chunker):
         block, or as the lead of that block's first piece, which a bare heading leads even
         where the block would fit a chunk alone (`_pieces` lets a heading of half the budget
         stand alone: then it stays where it is)."""
-        if self._can_carry(doc, start, section):
-            return True
+        return self._can_carry(doc, start, section) or self._half_a_piece(doc, start, end)
+
+    def _half_a_piece(self, doc: TokenizedText, start: int, end: int) -> bool:
+        """Whether [start, end) takes at most half of a block's piece, so that it can lead
+        it (`_pieces` lets a longer lead stand alone)."""
         return 2 * doc.count(start, doc.ceil(end)) <= self.chunk_size - self.chunk_overlap
 
     def _can_introduce(self, doc: TokenizedText, start: int, end: int, unit: Block) -> bool:
@@ -947,9 +952,7 @@ class MarkdownChunker(Chunker):
         cut for it: the lead-in then stays with the text before it)."""
         if self._fits(doc, start, unit.end):
             return True
-        if self._fits(doc, unit.start, unit.end):
-            return False
-        return 2 * doc.count(start, doc.ceil(end)) <= self.chunk_size - self.chunk_overlap
+        return not self._fits(doc, unit.start, unit.end) and self._half_a_piece(doc, start, end)
 
     def _can_fill(self, doc: TokenizedText, start: int, section: Section) -> bool:
         """Whether the chunk from `start` can take `section`'s heading and first block."""
@@ -996,38 +999,28 @@ class MarkdownChunker(Chunker):
                 pieces = self._prose_split(doc, unit.start, unit.end, first_budget, budget)
             if lead is None:
                 return pieces
-            pieces[0] = (lead[0], pieces[0][1])
+            pieces[0] = first = (lead[0], pieces[0][1])
             # a first piece over the embedding model's word pieces would be cut again at the
             # blank line after the lead, leaving it alone (a lead-in before a table of padded
             # cells, node-intl.md's): the lead takes a smaller first piece instead
-            if self._model_fits(doc, *pieces[0]) or first_budget <= budget // 4:
+            if self.model_fits(doc.text[first[0] : first[1]]) or first_budget <= budget // 4:
                 return pieces
             first_budget -= max(1, first_budget // 16)
-
-    def _model_fits(self, doc: TokenizedText, start: int, end: int) -> bool:
-        limit = self.model_limit
-        return limit is None or limit.tokenizer.count(doc.text[start:end]) <= limit.budget
 
     def _prose_split(
         self, doc: TokenizedText, start: int, end: int, first_budget: int, budget: int
     ) -> list[tuple[int, int]]:
-        segments = []
-        if first_budget < budget:
-            first = recursive_split(doc, start, end, first_budget)[0]
-            segments.append(first)
-            start = first[1]
-        if start < end:
-            segments.extend(recursive_split(doc, start, end, budget))
+        first = recursive_split(doc, start, end, first_budget)[0]
         # A first segment of a short line or paragraph before one too large (a definition's
         # term line before its description's one long line) takes the first sentences after
         # it while they fit, rather than be a piece of its own: the term alone said nothing.
-        used = doc.count(*segments[0])
-        if len(segments) > 1 and 4 * used < first_budget:
-            head, cut = segments[0]
-            more = recursive_split(doc, cut, end, first_budget - used, SENTENCE)[0]
-            segments = [(head, more[1])]
-            if more[1] < end:
-                segments.extend(recursive_split(doc, more[1], end, budget))
+        used = doc.count(*first)
+        if first[1] < end and 4 * used < first_budget:
+            more = recursive_split(doc, first[1], end, first_budget - used, SENTENCE)[0]
+            first = (first[0], more[1])
+        segments = [first]
+        if first[1] < end:
+            segments.extend(recursive_split(doc, first[1], end, budget))
         return with_overlap(doc, segments, self.chunk_overlap)
 
     def _line_split(
