@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from transforms.chunking.markdown import markdown_sections
+from transforms.chunking.markdown import Section, markdown_sections
 
 __all__ = ["ChunkStructure", "chunk_structure", "heads_what_follows", "introduces", "main"]
 
@@ -40,9 +40,10 @@ class ChunkStructure:
     term_at_end: int = 0
 
 
-def heads_what_follows(text: str) -> set[int]:
-    """Offsets of the headings whose sections hold nothing else, before a section below them."""
-    sections = markdown_sections(text)
+def heads_what_follows(text: str, sections: list[Section] | None = None) -> set[int]:
+    """Offsets of the headings whose sections hold nothing else, before a section below them
+    (`sections`: `text`'s, when the caller has them)."""
+    sections = markdown_sections(text) if sections is None else sections
     return {
         a.blocks[0].start
         for a, b in itertools.pairwise(sections)
@@ -53,10 +54,10 @@ def heads_what_follows(text: str) -> set[int]:
     }
 
 
-def introduces(text: str) -> set[int]:
+def introduces(text: str, sections: list[Section] | None = None) -> set[int]:
     """End offsets of the lead-in paragraphs followed by a block of their section, or by a
     definition below it (Sphinx's "uses the following configuration values:" before them)."""
-    sections = markdown_sections(text)
+    sections = markdown_sections(text) if sections is None else sections
     out = set()
     for i, section in enumerate(sections):
         for j, block in enumerate(section.blocks):
@@ -73,9 +74,10 @@ def introduces(text: str) -> set[int]:
 
 def chunk_structure(text: str, chunks: Iterable[tuple[int, int, Sequence[str]]]) -> ChunkStructure:
     """Count one document's chunks, each (start, end, section_path) into `text`."""
-    heads = heads_what_follows(text)
-    leads = introduces(text)
-    definitions = [s for s in markdown_sections(text) if s.definition is not None]
+    sections = markdown_sections(text)  # parsed once for the three counts below
+    heads = heads_what_follows(text, sections)
+    leads = introduces(text, sections)
+    definitions = [s for s in sections if s.definition is not None]
     terms = []  # every definition's [start, body), nested ones too
     todo = [s.definition for s in definitions if s.definition is not None]
     while todo:
