@@ -2,8 +2,8 @@
 
     python -m eval.chunk_structure RUN [RUN ...]
 
-- heading at the end: a chunk whose last line is a heading whose section holds nothing else
-  and heads the sections after it (its content begins the next chunk);
+- heading at the end: a chunk whose last line is a heading of blocks after it, or of the
+  sections below it when its own holds nothing else (its content begins the next chunk);
 - lead-in at the end: a chunk whose last block is a paragraph ending with a colon
   (`Block.lead_in`: "For example:", "The members are:") followed by a block of its section
   or by a definition below it, which begins the next chunk;
@@ -41,10 +41,12 @@ class ChunkStructure:
 
 
 def heads_what_follows(text: str, sections: list[Section] | None = None) -> set[int]:
-    """Offsets of the headings whose sections hold nothing else, before a section below them
+    """Offsets of the headings that head what follows them: a heading with blocks of its
+    own after it, or one whose section holds nothing else before a section below it
     (`sections`: `text`'s, when the caller has them)."""
     sections = markdown_sections(text) if sections is None else sections
-    return {
+    own = {s.blocks[0].start for s in sections if s.blocks[0].heading and len(s.blocks) > 1}
+    return own | {
         a.blocks[0].start
         for a, b in itertools.pairwise(sections)
         if len(a.blocks) == 1

@@ -240,6 +240,19 @@ def test_chunk_structure_counts_a_heading_at_the_end_and_a_piece_without_its_ter
     assert widget < more
 
 
+def test_chunk_structure_counts_a_heading_of_its_own_text_at_the_end():
+    from eval.chunk_structure import chunk_structure
+
+    text = "# A\n\nIntro.\n\n## B\n\nText of B.\n\n## C\n\n## D\n"
+    b, c = text.index("## B"), text.index("## C")
+    # "## B" heads the paragraph after it, which begins the next chunk; "## C" heads nothing
+    # (a sibling heading alone follows it)
+    ends_with_b = [(0, b + len("## B"), ("A",)), (b + 6, len(text), ("A", "B"))]
+    assert chunk_structure(text, ends_with_b).heading_at_end == 1
+    ends_with_c = [(0, c + len("## C"), ("A",)), (c + 6, len(text), ("A", "D"))]
+    assert chunk_structure(text, ends_with_c).heading_at_end == 0
+
+
 def test_chunk_structure_counts_a_lead_in_at_the_end():
     from eval.chunk_structure import chunk_structure, introduces
 

@@ -858,6 +858,42 @@ def test_a_lead_in_between_two_lists_of_definitions_opens_the_chunk_of_the_secon
     assert holding.section_path[-1].startswith("--host")
 
 
+@pytest.mark.parametrize(
+    ("page", "heading", "first"),
+    [
+        # the opening filled with the next section, whose lead-in then went on with its list
+        (
+            "click81-parameters.html.gz",
+            "## Differences",
+            "Arguments can do less than options. The following features",
+        ),
+        ("attrs222-names.html.gz", "## TL;DR", "We recommend our modern APIs for new code:"),
+        ("rust163-std-io-seek.html.gz", "## Examples", "`File`s implement `Seek`:"),
+        # a small chunk carried into the section grew past small with the heading, and the
+        # section's first paragraph did not fit after it
+        (
+            "django32-ref-templates-language.html.gz",
+            "## Accessing method calls",
+            "Most method calls attached to objects",
+        ),
+    ],
+)
+def test_no_chunk_ends_with_a_heading_whose_text_starts_the_next(
+    cl100k, page: str, heading: str, first: str
+) -> None:
+    from eval.chunk_structure import chunk_structure
+
+    text, chunks = _job_chunks(cl100k, page)
+    at = text.index(heading + "\n")
+    holding = [c for c in chunks if c.start <= at < c.end]
+    # Before (config_version 80): the chunk ended with the heading, and its first paragraph
+    # began the next chunk
+    assert len(holding) == 1
+    assert first in text[at : holding[0].end]
+    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+    assert found.heading_at_end == 0
+
+
 def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
     code = "```\n" + "\n".join(f"line_{i} = compute({i})" for i in range(40)) + "\n```"
     lead_in = "For example, here is what the generated module holds:"

@@ -572,7 +572,11 @@ class MarkdownChunker(Chunker):
       after it, as a bare heading does (Erlang's "### 1.4 Kernel 8.5" before "#### Fixed
       Bugs"), unless the headings would take half the chunk. Such a heading is not named in
       a merged chunk's path; one before a sibling heading of nothing (rustdoc's implementors)
-      heads nothing and is content.
+      heads nothing and is content. Nor does a chunk end with a heading of text of its own,
+      where a small chunk went on into its section or the opening was filled with it: a
+      lead-in or a label right after the heading takes it along when it goes on (click's
+      "## Differences" before "... only available for options:"), and a first block that
+      does not fit after it has it as its lead.
     - No chunk ends with a lead-in, a paragraph that ends with a colon ("A common example is
       opening a file:", "createdb accepts the following command-line arguments:"), where
       what it introduces (the next block of its section, or the definitions below it)
@@ -834,6 +838,12 @@ class MarkdownChunker(Chunker):
             # the open chunk's last unit when it is a lead-in after other content: its start
             # and the end of the chunk before it
             lead_in: tuple[int, int] | None = None
+            # the section's heading when the open chunk holds other content before it (a small
+            # chunk carried into the section, the opening filled with it): its start and the
+            # end of the chunk before it. A lead-in or a label right after it that goes on
+            # takes it along, so that no chunk ends with a heading whose content starts the next
+            heading_after: tuple[int, int] | None = None
+            lead_heading: tuple[int, int] | None = None  # the heading before `lead_in`
             for block in section.blocks:
                 units = [block]
                 if block.parts and not self._fits(doc, block.start, block.end):
@@ -843,6 +853,11 @@ class MarkdownChunker(Chunker):
                         after_content = not (bare_heading or leading or label)
                         lead_in = (unit.start, end) if unit.lead_in and after_content else None
                         label = (unit.start, unit.end, end) if unit.label else None
+                        lead_heading = heading_after if lead_in is not None else None
+                        if heading_after is not None and label is not None:
+                            label = (heading_after[0], unit.end, heading_after[1])
+                        after_heading = unit.heading and after_content
+                        heading_after = (unit.start, end) if after_heading else None
                         headed_label = bool(unit.label) and bare_heading
                         # a heading after headings alone: the chunk still holds only headings,
                         # and so it does after their lead-in ("#### format_spec()", "Where:")
@@ -850,11 +865,18 @@ class MarkdownChunker(Chunker):
                         leading = leading and unit.heading
                         end, opened_by_label = unit.end, False
                         continue
-                    if lead_in is not None and self._can_introduce(doc, lead_in[0], end, unit):
-                        # no chunk ends with a paragraph that introduces the block after it
-                        # ("A common example is opening a file:" before the example): it
-                        # goes on with that block, or leads its first piece
-                        reopen(lead_in[1], lead_in[0], end)
+                    # no chunk ends with a paragraph that introduces the block after it ("A
+                    # common example is opening a file:" before the example): it goes on with
+                    # that block, or leads its first piece, with the heading right before it
+                    # where the three can go on together
+                    moves = [m for m in (lead_heading, lead_in) if m is not None]
+                    # the unit does not fit right after the section's heading
+                    held_heading, heading_after = heading_after, None
+                    move = next(
+                        (m for m in moves if self._can_introduce(doc, m[0], end, unit)), None
+                    )
+                    if move is not None:
+                        reopen(move[1], move[0], end)
                         if self._fits(doc, start, unit.end):
                             label = (unit.start, unit.end, end) if unit.label else None
                             end, lead_in = unit.end, None
@@ -874,6 +896,11 @@ class MarkdownChunker(Chunker):
                         if self._fits(doc, start, unit.end):
                             end, bare_heading = unit.end, False
                             continue
+                    elif held_heading is not None:
+                        # nor does a heading with content end a chunk: it leads the block, as
+                        # at the start of its section (a small chunk carried into it grew)
+                        reopen(held_heading[1], held_heading[0], end)
+                        bare_heading = True
                     opened_by_label = False
                     leading_piece = leading
                     leading = False
@@ -904,7 +931,8 @@ class MarkdownChunker(Chunker):
                             open_unit = section.path  # its last piece stays in its section
                     (start, end), bare_heading = pieces[-1], False
             if lead_in is not None and lead_in[0] == section.blocks[-1].start:
-                held_lead = (lead_in[0], lead_in[1], end, section.path)
+                moved = lead_heading or lead_in
+                held_lead = (moved[0], moved[1], end, section.path)
         if open_is_small() and out and out[-1].end <= start and self._fits(doc, out[-1].start, end):
             # the document's small last chunk joins the one before it, when that has room
             last = out.pop()
