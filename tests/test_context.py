@@ -1000,6 +1000,39 @@ def test_a_reference_page_s_name_line_heads_the_chunk_where_its_description_star
     assert others and all(c.context.startswith("sql-vacuum.html > VACUUM >") for c in others)
 
 
+def test_a_name_line_of_several_names_heads_the_description_too() -> None:
+    """PostgreSQL's SELECT page names three commands ("SELECT, TABLE, WITH — retrieve rows
+    from a table or view") under the title SELECT; its synopsis fills six chunks. The chunk
+    where the Description starts has the name line in its header, as VACUUM's has (at
+    config_version 81 it did not: the names were compared with the title as one)."""
+    with gzip.open(os.path.join(DATA, "postgresql15-sql-select.html.gz")) as f:
+        out, counts = _reference_page_headers(f.read(), "sql-select.html")
+    name_line = "SELECT, TABLE, WITH — retrieve rows from a table or view"
+    assert out[0].text.startswith(f"# SELECT\n\n{name_line}\n")
+    named = [c for c in out if c.context and name_line in c.context]
+    assert len(named) == 1 and counts.tally["context_name_lines"] == 1
+    assert named[0].text.startswith("## Description\n\n`SELECT` retrieves rows")
+    assert named[0].chunk_index > 1
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("SELECT, TABLE, WITH — retrieve rows", True),
+        ("TABLE, SELECT — retrieve rows", True),  # the title among the names
+        ("SELECT INTO — define a new table", False),  # another name that starts like it
+        ("SELECTED, TABLE — retrieve rows", False),
+        ("SELECT, TABLE retrieve rows", False),  # no dash
+    ],
+)
+def test_a_name_line_names_the_title_among_its_names(line: str, named: bool) -> None:
+    from transforms.context.path import name_line_lead
+
+    texts = [f"# SELECT\n\n{line}\n\n## Synopsis\n\n```\nSELECT x\n```\n", "## Description\n\nIt."]
+    found = name_line_lead("SELECT", "html", ("SELECT",), texts)
+    assert found == ((1, line) if named else None)
+
+
 @pytest.mark.parametrize(
     ("page", "named_text"),
     [

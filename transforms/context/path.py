@@ -188,9 +188,10 @@ def name_line_lead(
     out; `title`, `doc_type` and `section_path` are its first chunk's) open as a reference
     page whose opening chunk could not reach the page's description.
 
-    DocBook's reference pages and man pages open with a title, a name line (the title, a
-    dash, what the command is for: "VACUUM — garbage-collect and optionally analyze a
-    database"), a synopsis and a description. The opening chunk goes on into the
+    DocBook's reference pages and man pages open with a title, a name line (the title, or
+    names among which the title, a dash, what the command is for: "VACUUM — garbage-collect
+    and optionally analyze a database", "SELECT, TABLE, WITH — retrieve rows from a table or
+    view"), a synopsis and a description. The opening chunk goes on into the
     description's first paragraphs where they fit (`MarkdownChunker`), so that the sentence
     saying what the page is for shares the chunk of the phrase saying it; where the synopsis
     fills the opening (the opening holds no heading after the synopsis's), the chunk that
@@ -205,9 +206,13 @@ def name_line_lead(
         return None
     name, heading = blocks[0], blocks[1]
     dash = _NAME_LINE_DASH.search(name)
+    # the names before the dash: one, or several that share the page (DocBook's "SELECT,
+    # TABLE, WITH — retrieve rows from a table or view", a man page's "printf, fprintf -"),
+    # of which the title is one
+    names = name[: dash.start()].split(", ") if dash is not None else []
+    titled = _clean_heading(title or "")
     if (
-        dash is None
-        or not _same_heading(_clean_heading(name[: dash.start()]), _clean_heading(title or ""))
+        not any(_same_heading(_clean_heading(n), titled) for n in names)
         or not _OPENING_HEADING.fullmatch(heading)
     ):
         return None
