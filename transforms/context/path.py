@@ -211,10 +211,8 @@ def name_line_lead(
     # of which the title is one
     names = name[: dash.start()].split(", ") if dash is not None else []
     titled = _clean_heading(title or "")
-    if (
-        not any(_same_heading(_clean_heading(n), titled) for n in names)
-        or not _OPENING_HEADING.fullmatch(heading)
-    ):
+    named = any(_same_heading(_clean_heading(n), titled) for n in names)
+    if not named or not _OPENING_HEADING.fullmatch(heading):
         return None
     # The opening holds no other heading (outside code): it ends in its first section. Then
     # the chunk that holds the next heading is where the page's prose starts.
