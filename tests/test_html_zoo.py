@@ -860,6 +860,28 @@ def test_several_articles_are_items_of_the_page_not_its_content():
     assert "Site news" not in html_to_markdown(page.encode()).text
 
 
+def test_a_functions_types_lie_under_its_signature():
+    # erl_docgen heads a function's types with <h3 class="func-types-title">Types</h3>, one
+    # level above the function's own <h4>: every function after the first with types, and
+    # its description, lay in a section "Types" beside "Exports", and the module's last
+    # sections under it (beam_lib's paths ('beam_lib', 'Types')). The word stays, as text.
+    from transforms.chunking.markdown import markdown_sections
+
+    text = _checked("erlang25-stdlib-beam-lib.html.gz").text
+    assert "### Types" not in text
+    assert (
+        "#### build_module(Chunks) -> {ok, Binary} OTP 18.2\n\nTypes\n\nChunks = "
+        "[{chunkid(), dataB()}]\n\nBinary = binary()\n\nBuilds a BEAM module"
+    ) in text
+    paths = [s.path for s in markdown_sections(text)]
+    assert not [p for p in paths if "Types" in p]
+    built = text.index("Builds a BEAM module")
+    (holding,) = [
+        s for s in markdown_sections(text) if s.blocks[0].start <= built < s.blocks[-1].end
+    ]
+    assert holding.path == ("beam_lib", "Exports", "build_module(Chunks) -> {ok, Binary} OTP 18.2")
+
+
 def test_a_blocks_source_indentation_is_no_text():
     # Erlang's descriptions put an example after their text ("Example:" and a newline), or
     # alone (`<dd>`, a newline), before a <div><pre> on a source line indented with spaces:

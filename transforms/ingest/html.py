@@ -192,6 +192,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _div_grids_as_tables(tree)
     _layout_lists_unwrapped(tree)
     _headings_in_items_as_text(tree)
+    _function_types_titles_as_text(tree)
     _tables_in_items_as_lines(tree)
     _lists_in_cells_as_text(tree)
     _preformatted_as_code(tree)
@@ -1767,6 +1768,29 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
         heading.attrib.clear()
         heading.tag = "p"
         heading.append(label)
+
+
+_FUNCTION_TYPES_TITLES_XPATH = XPath(
+    "//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"
+    "[contains(concat(' ', normalize-space(@class), ' '), ' func-types-title ')]"
+)
+
+
+def _function_types_titles_as_text(tree: HtmlElement) -> None:
+    """Erlang's "Types" of a function as a paragraph, not a heading.
+
+    erl_docgen heads each function's types with ``<h3 class="func-types-title">Types</h3>``
+    inside the function's ``div.fun-types``, after the function's own ``<h4>`` headings and
+    before its description: a heading above the function's, read as written, so every
+    function after the first with types lay under a section "Types" beside "Exports", and
+    its description under "Types" alone (beam_lib's ``('beam_lib', 'Types')``, its examples
+    ``('beam_lib', 'Types', 'Examples')``; 262 such headings on the zoo's Erlang pages). The
+    word stays as the paragraph before the type lines, as a browser shows it, and the
+    function's signature heads its types and description.
+    """
+    for heading in _FUNCTION_TYPES_TITLES_XPATH(tree):
+        heading.attrib.clear()
+        heading.tag = "p"
 
 
 _LISTS_IN_CELLS_XPATH = XPath("//td//ul | //td//ol | //th//ul | //th//ol")
