@@ -894,6 +894,29 @@ def test_no_chunk_ends_with_a_heading_whose_text_starts_the_next(
     assert found.heading_at_end == 0
 
 
+def test_a_functions_signatures_go_on_with_its_description(cl100k) -> None:
+    """Erlang's gen_sctp writes open/0, open/1 (twice) and open/2 as four `<h4>` signatures,
+    the first three of nothing, then one description. The signatures of nothing were held
+    only as the last of a run (a heading before a sibling heading of nothing heads nothing,
+    as rustdoc's implementations), and a run of headings too large to be small no longer
+    went on into what it heads: at config_version 83 the first two were a chunk of headings
+    alone, the description's chunk started at open(Opts). Now the run of sibling headings
+    goes on with the sibling whose content ends it."""
+    text, chunks = _job_chunks(cl100k, "erlang25-kernel-gen-sctp.html.gz")
+    first = text.index("#### open() -> {ok, Socket}")
+    (holding,) = [c for c in chunks if c.start <= first < c.end]
+    piece = text[holding.start : holding.end]
+    assert "#### open(Port, Opts) -> " in piece and "Types\n\nOpts = [Opt]" in piece
+    assert holding.start == first  # the chunk before ends with the previous function
+    headings_alone = [
+        c
+        for c in chunks
+        if all(line.startswith("#") for line in text[c.start : c.end].split("\n") if line)
+    ]
+    # two type specifications of 150 tokens each, as headings: over half a chunk, alone
+    assert len(headings_alone) == 2
+
+
 def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
     code = "```\n" + "\n".join(f"line_{i} = compute({i})" for i in range(40)) + "\n```"
     lead_in = "For example, here is what the generated module holds:"

@@ -514,6 +514,8 @@ class _HeldHeadings:
     before_path: tuple[str, ...]
     last: tuple[str, ...]  # the path of the last of them, each below the one before
     introduces: bool = False  # the last of them ends with a lead-in: it heads what is below it
+    # the held headings whose run of sibling headings of nothing this one continues
+    run: _HeldHeadings | None = None
 
 
 def _below(path: tuple[str, ...], above: tuple[str, ...]) -> bool:
@@ -572,7 +574,11 @@ class MarkdownChunker(Chunker):
       after it, as a bare heading does (Erlang's "### 1.4 Kernel 8.5" before "#### Fixed
       Bugs"), unless the headings would take half the chunk. Such a heading is not named in
       a merged chunk's path; one before a sibling heading of nothing (rustdoc's implementors)
-      heads nothing and is content. Nor does a chunk end with a heading of text of its own,
+      heads nothing and is content, unless a sibling with content ends the run: a
+      function's several signatures before its one description (Erlang's `open()`,
+      `open(Port)`, `open(Opts)`, `open(Port, Opts)`) all go on with it. A chunk of headings
+      alone goes on into what they head while they take at most half a piece, small or
+      not. Nor does a chunk end with a heading of text of its own,
       where a small chunk went on into its section or the opening was filled with it: a
       lead-in or a label right after the heading takes it along when it goes on (click's
       "## Differences" before "... only available for options:"), and a first block that
@@ -711,7 +717,9 @@ class MarkdownChunker(Chunker):
             # (but not from one label's unit into the next: the tail keeps its own label)
             carry = (
                 not leaves_unit
-                and open_is_small()
+                # headings alone (several signatures of one function) go on into what they
+                # head while they take at most half a piece, small or not
+                and (open_is_small() or (bare_heading and self._half_a_piece(doc, start, end)))
                 # headings alone go on into what they head, even a block they must then cut
                 and (bare_heading or doc_lead or self._can_carry(doc, start, section))
                 and not (
@@ -720,8 +728,11 @@ class MarkdownChunker(Chunker):
                     and path != section.path[:-1]
                 )
             )
-            # a bare heading heads the section it joins: the chunk is that section's
-            merged = section.path if carry and bare_heading else common or section.path
+            # a bare heading heads the section it joins: the chunk is that section's (but a
+            # sibling heading of nothing after it leaves the chunk to what the two share)
+            sibling_heading = _heading_only(section) and not _below(section.path, path)
+            heads = carry and bare_heading and not sibling_heading
+            merged = section.path if heads else common or section.path
             # a small label unit (a man page's option: a bold name and a line) goes whole into
             # an open chunk of whole small units, as a small section goes on into the next;
             # a larger unit, or one after a piece of the unit before, starts a chunk
@@ -745,7 +756,15 @@ class MarkdownChunker(Chunker):
                         tail.end, tail.last, tail.introduces = sec_end, section.path, intro
                     else:
                         # a run of headings restarts at a heading that is not below the one
-                        # before it: that one heads nothing and is content (rustdoc's impls)
+                        # before it: that one heads nothing and is content (rustdoc's impls),
+                        # unless a sibling with content ends the run (below)
+                        sibling = (
+                            tail is not None
+                            and tail.end == end
+                            and not tail.introduces
+                            and len(section.path) == len(tail.last)
+                            and section.path[:-1] == tail.last[:-1]
+                        )
                         tail = _HeldHeadings(
                             section.blocks[0].start,
                             sec_end,
@@ -755,6 +774,7 @@ class MarkdownChunker(Chunker):
                             path,
                             last=section.path,
                             introduces=intro,
+                            run=(tail.run or tail) if sibling and tail is not None else None,
                         )
                 elif section.blocks[-1].lead_in and (
                     not section.blocks[-2].heading
@@ -765,27 +785,42 @@ class MarkdownChunker(Chunker):
                 ):
                     before = section.blocks[-2].end if len(section.blocks) > 1 else end
                     held_lead = (section.blocks[-1].start, before, sec_end, section.path)
-                end, path, bare_heading = sec_end, merged, False
+                end, path = sec_end, merged
+                # the chunk still holds only headings after a heading of nothing
+                bare_heading = bare_heading and _heading_only(section)
                 members.append(section.path)
                 # a chunk that holds a definition's last piece stays in that definition's
                 # section whatever joins it after the piece (JsonCpp's `setDefaults` remark,
                 # a code block cut in three, then the text after the remark)
                 open_unit = section.unit or open_unit
                 continue
+            held: _HeldHeadings | None = None
             if (
                 not carry
                 and tail is not None
                 and tail.end == end
                 and _headed_by(section, tail.last)
                 and (not tail.introduces or _below(section.path, tail.last))
-                and self._can_lead(doc, tail.start, tail.end, section)
             ):
+                run = tail.run
+                if (
+                    run is not None
+                    and len(section.path) == len(tail.last)
+                    and self._can_lead(doc, run.start, tail.end, section)
+                ):
+                    # sibling headings of nothing and then one with content: one function's
+                    # signatures before its description (Erlang's `write(Term)`,
+                    # `write(Term, Depth)`, `write(Term, Options)`), which they all head
+                    held = run
+                elif self._can_lead(doc, tail.start, tail.end, section):
+                    held = tail
+            if held is not None and tail is not None:
                 # The chunk would end with headings whose content starts here: it ends
                 # before them, and they open the next chunk, which this section joins.
-                members, path = tail.before_members, tail.before_path
-                reopen(tail.before_end, tail.start, tail.end)
+                members, path = held.before_members, held.before_path
+                reopen(held.before_end, held.start, tail.end)
                 bare_heading = True
-                members, path, current = [tail.path], tail.path, tail.path
+                members, path, current = [held.path], held.path, held.path
                 tail, open_unit = None, ()
                 queue.append(section)
                 continue
