@@ -882,6 +882,24 @@ def test_a_functions_types_lie_under_its_signature():
     assert holding.path == ("beam_lib", "Exports", "build_module(Chunks) -> {ok, Binary} OTP 18.2")
 
 
+def test_an_admonition_is_text_of_its_section_not_a_section():
+    # DocBook heads each note with <h3 class="title">Note</h3> whatever its section's level:
+    # PostgreSQL's JSON chapter had its tables after a note under it ("Note > Table 9.46.
+    # Additional jsonb Operators"), and a level-4 section's note took the next subsection
+    # ("Note > 9.16.2.3. SQL/JSON Regular Expressions"). The word stays, as a paragraph.
+    from transforms.chunking.markdown import markdown_sections
+
+    text = _checked("postgresql15-functions-json.html.gz").text
+    paths = [s.path for s in markdown_sections(text)]
+    assert not [p for p in paths if "Note" in p]
+    assert (
+        "9.16. JSON Functions and Operators",
+        "9.16.1. Processing and Creating JSON Data",
+        "Table 9.46. Additional jsonb Operators",
+    ) in paths
+    assert text.count("\nNote\n") == 3 and "### Note" not in text
+
+
 def test_a_blocks_source_indentation_is_no_text():
     # Erlang's descriptions put an example after their text ("Example:" and a newline), or
     # alone (`<dd>`, a newline), before a <div><pre> on a source line indented with spaces:

@@ -193,6 +193,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _layout_lists_unwrapped(tree)
     _headings_in_items_as_text(tree)
     _function_types_titles_as_text(tree)
+    _admonition_headings_as_text(tree)
     _tables_in_items_as_lines(tree)
     _lists_in_cells_as_text(tree)
     _preformatted_as_code(tree)
@@ -1768,6 +1769,30 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
         heading.attrib.clear()
         heading.tag = "p"
         heading.append(label)
+
+
+_ADMONITION_TITLES_XPATH = XPath(
+    "//div[@class='note' or @class='tip' or @class='caution' or @class='warning'"
+    " or @class='important']/*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5"
+    " or self::h6][@class='title'][1]"
+)
+
+
+def _admonition_headings_as_text(tree: HtmlElement) -> None:
+    """DocBook's admonition title (``<div class="note"><h3 class="title">Note</h3>``) as a
+    paragraph, not a heading.
+
+    DocBook's stylesheets head every note, tip, caution, warning and important with an
+    ``<h3>``, whatever the level of the section it sits in: read as written, the note is a
+    section, and the section's text after it, its tables and even its next subsections lay
+    under "Note" (PostgreSQL's JSON functions chapter: "Note > Table 9.47. JSON Creation
+    Functions", "Note > 9.16.2.3. SQL/JSON Regular Expressions"; a reference page's "Notes >
+    Note" over the paragraphs after the box). The word stays, as the paragraph that opens the
+    box's text, as a browser shows it. Inside a list item or a definition the title is
+    already a label (`_headings_in_items_as_text`, which runs first)."""
+    for heading in _ADMONITION_TITLES_XPATH(tree):
+        heading.attrib.clear()
+        heading.tag = "p"
 
 
 _FUNCTION_TYPES_TITLES_XPATH = XPath(
