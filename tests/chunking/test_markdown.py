@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eval.chunk_structure import ChunkStructure
 from transforms.chunking.base import ChunkSpan
 from transforms.chunking.markdown import (
     MarkdownChunker,
@@ -792,6 +793,19 @@ def _job_chunks(cl100k, page: str) -> tuple[str, list[ChunkSpan]]:
     return text, chunks
 
 
+def _held_together(cl100k, page: str, opening: str, first: str) -> ChunkStructure:
+    """The structure counts of a real page's chunks at the job's budget, once asserted that
+    the one chunk holding the first `opening` holds `first` after it."""
+    from eval.chunk_structure import chunk_structure
+
+    text, chunks = _job_chunks(cl100k, page)
+    at = text.index(opening)
+    holding = [c for c in chunks if c.start <= at < c.end]
+    assert len(holding) == 1
+    assert first in text[at : holding[0].end]
+    return chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+
+
 @pytest.mark.parametrize(
     ("page", "lead_in", "first"),
     [
@@ -818,16 +832,8 @@ def _job_chunks(cl100k, page: str) -> tuple[str, list[ChunkSpan]]:
 def test_a_lead_in_goes_on_with_what_it_introduces_at_the_jobs_budget(
     cl100k, page: str, lead_in: str, first: str
 ) -> None:
-    from eval.chunk_structure import chunk_structure
-
-    text, chunks = _job_chunks(cl100k, page)
-    at = text.index(lead_in)
-    holding = [c for c in chunks if c.start <= at < c.end]
     # Before: the chunk ended with the lead-in, and what it introduces began the next one
-    assert len(holding) == 1
-    piece = text[holding[0].start : holding[0].end]
-    assert first in piece[piece.index(lead_in) :]
-    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
+    found = _held_together(cl100k, page, lead_in, first)
     assert (found.heading_at_end, found.piece_without_term) == (0, 0)
     if "statem" not in page:  # its other lead-ins end chunks where their blocks fit only alone
         assert found.lead_in_at_end == 0
@@ -881,17 +887,9 @@ def test_a_lead_in_between_two_lists_of_definitions_opens_the_chunk_of_the_secon
 def test_no_chunk_ends_with_a_heading_whose_text_starts_the_next(
     cl100k, page: str, heading: str, first: str
 ) -> None:
-    from eval.chunk_structure import chunk_structure
-
-    text, chunks = _job_chunks(cl100k, page)
-    at = text.index(heading + "\n")
-    holding = [c for c in chunks if c.start <= at < c.end]
     # Before (config_version 80): the chunk ended with the heading, and its first paragraph
     # began the next chunk
-    assert len(holding) == 1
-    assert first in text[at : holding[0].end]
-    found = chunk_structure(text, [(c.start, c.end, c.section_path) for c in chunks])
-    assert found.heading_at_end == 0
+    assert _held_together(cl100k, page, heading + "\n", first).heading_at_end == 0
 
 
 def test_a_functions_signatures_go_on_with_its_description(cl100k) -> None:
