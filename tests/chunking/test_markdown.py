@@ -915,6 +915,17 @@ def test_a_functions_signatures_go_on_with_its_description(cl100k) -> None:
     assert len(headings_alone) == 2
 
 
+def test_a_chunk_that_ends_before_a_heading_is_not_named_by_it(cl100k) -> None:
+    # Django's "## Accessing method calls" goes on with its first paragraph (above); the chunk
+    # before it held nothing of that section, and was still named by it at config_version 85
+    # ("Automatic HTML escaping, Accessing method calls")
+    text, chunks = _job_chunks(cl100k, "django32-ref-templates-language.html.gz")
+    at = text.index("## Accessing method calls\n")
+    (before,) = [c for c in chunks if c.end <= at < c.end + 3]
+    assert not any("Accessing method calls" in entry for entry in before.section_path)
+    assert before.section_path[-1] == "String literals and automatic escaping"
+
+
 def test_a_lead_in_does_not_cut_a_block_that_fits_a_chunk_alone(cl100k) -> None:
     code = "```\n" + "\n".join(f"line_{i} = compute({i})" for i in range(40)) + "\n```"
     lead_in = "For example, here is what the generated module holds:"

@@ -678,10 +678,14 @@ class MarkdownChunker(Chunker):
         def reopen(before: int, held_start: int, held_end: int) -> None:
             """End the open chunk at `before` and open the next with [held_start, held_end),
             what it held after that (headings, a label, a lead-in that go on)."""
-            nonlocal start, end
+            nonlocal start, end, members, path
+            if before_section is not None and held_start == before_section[2]:
+                members, path = before_section[0], before_section[1]
             end = before
             close()
             start, end = held_start, held_end
+
+        before_section: tuple[list[tuple[str, ...]], tuple[str, ...], int] | None = None
 
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
@@ -858,6 +862,10 @@ class MarkdownChunker(Chunker):
                 if not introduced:
                     close()
                 members = []
+            # the open chunk's sections and path before this section joined it: a chunk that
+            # ends before the section's heading (it goes on with what follows) is not named
+            # by the section
+            before_section = (list(members), path, section.blocks[0].start)
             members.append(section.path)
             current = section.path
             open_unit = section.unit
