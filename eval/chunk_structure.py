@@ -20,9 +20,10 @@ Only documents chunked by the `markdown` strategy count.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,18 @@ class ChunkStructure:
     piece_without_term: int = 0
     lead_in_at_end: int = 0
     term_at_end: int = 0
+
+    def add(self, other: ChunkStructure) -> None:
+        """Count `other`'s chunks in with these."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def cell(self) -> str:
+        """The counts as a table cell, in `main`'s column order."""
+        return (
+            f"{self.chunks} / {self.heading_at_end} / {self.piece_without_term} / "
+            f"{self.lead_in_at_end} / {self.term_at_end}"
+        )
 
 
 def heads_what_follows(text: str, sections: list[Section] | None = None) -> set[int]:
@@ -129,13 +142,7 @@ def _by_folder(run: str) -> dict[str, ChunkStructure]:
     for doc_id in sorted(markdown):
         doc = docs[doc_id]
         folder = os.path.relpath(doc["source"], root).split(os.sep)[0]
-        found = chunk_structure(doc["text"], sorted(chunks[doc_id]))
-        total = out[folder]
-        total.chunks += found.chunks
-        total.heading_at_end += found.heading_at_end
-        total.piece_without_term += found.piece_without_term
-        total.lead_in_at_end += found.lead_in_at_end
-        total.term_at_end += found.term_at_end
+        out[folder].add(chunk_structure(doc["text"], sorted(chunks[doc_id])))
     return dict(out)
 
 
@@ -152,27 +159,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"| folder | {head} |")
     print("|---" * (1 + len(args.runs)) + "|")
-    totals = {run: Counter() for run in args.runs}
+    totals = {run: ChunkStructure() for run in args.runs}
     for folder in folders:
         cells = []
         for run, table in tables.items():
             c = table.get(folder, ChunkStructure())
-            totals[run].update(
-                chunks=c.chunks,
-                heading=c.heading_at_end,
-                term=c.piece_without_term,
-                lead=c.lead_in_at_end,
-                term_end=c.term_at_end,
-            )
-            cells.append(
-                f"{c.chunks} / {c.heading_at_end} / {c.piece_without_term} / {c.lead_in_at_end}"
-                f" / {c.term_at_end}"
-            )
+            totals[run].add(c)
+            cells.append(c.cell())
         print(f"| {folder} | " + " | ".join(cells) + " |")
-    cells = [
-        f"{t['chunks']} / {t['heading']} / {t['term']} / {t['lead']} / {t['term_end']}"
-        for t in totals.values()
-    ]
+    cells = [t.cell() for t in totals.values()]
     print("| all | " + " | ".join(cells) + " |")
 
 
