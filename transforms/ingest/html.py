@@ -192,8 +192,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _div_grids_as_tables(tree)
     _layout_lists_unwrapped(tree)
     _headings_in_items_as_text(tree)
-    _function_types_titles_as_text(tree)
-    _admonition_headings_as_text(tree)
+    _box_titles_as_text(tree)
     _tables_in_items_as_lines(tree)
     _lists_in_cells_as_text(tree)
     _preformatted_as_code(tree)
@@ -1771,49 +1770,37 @@ def _headings_in_items_as_text(tree: HtmlElement) -> None:
         heading.append(label)
 
 
-_ADMONITION_TITLES_XPATH = XPath(
+_ANY_HEADING = " or ".join(f"self::{tag}" for tag in _HEADING_TAGS)
+# DocBook's admonition titles and Erlang's function types titles (below)
+_BOX_TITLES_XPATH = XPath(
     "//div[@class='note' or @class='tip' or @class='caution' or @class='warning'"
-    " or @class='important']/*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5"
-    " or self::h6][@class='title'][1]"
-)
-
-
-def _admonition_headings_as_text(tree: HtmlElement) -> None:
-    """DocBook's admonition title (``<div class="note"><h3 class="title">Note</h3>``) as a
-    paragraph, not a heading.
-
-    DocBook's stylesheets head every note, tip, caution, warning and important with an
-    ``<h3>``, whatever the level of the section it sits in: read as written, the note is a
-    section, and the section's text after it, its tables and even its next subsections lay
-    under "Note" (PostgreSQL's JSON functions chapter: "Note > Table 9.47. JSON Creation
-    Functions", "Note > 9.16.2.3. SQL/JSON Regular Expressions"; a reference page's "Notes >
-    Note" over the paragraphs after the box). The word stays, as the paragraph that opens the
-    box's text, as a browser shows it. Inside a list item or a definition the title is
-    already a label (`_headings_in_items_as_text`, which runs first)."""
-    for heading in _ADMONITION_TITLES_XPATH(tree):
-        heading.attrib.clear()
-        heading.tag = "p"
-
-
-_FUNCTION_TYPES_TITLES_XPATH = XPath(
-    "//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"
+    f" or @class='important']/*[{_ANY_HEADING}][@class='title'][1]"
+    f" | //*[{_ANY_HEADING}]"
     "[contains(concat(' ', normalize-space(@class), ' '), ' func-types-title ')]"
 )
 
 
-def _function_types_titles_as_text(tree: HtmlElement) -> None:
-    """Erlang's "Types" of a function as a paragraph, not a heading.
+def _box_titles_as_text(tree: HtmlElement) -> None:
+    """The title of a box inside a section as a paragraph, not a heading: the word stays, as
+    the paragraph that opens the box's text, as a browser shows it.
 
-    erl_docgen heads each function's types with ``<h3 class="func-types-title">Types</h3>``
-    inside the function's ``div.fun-types``, after the function's own ``<h4>`` headings and
-    before its description: a heading above the function's, read as written, so every
-    function after the first with types lay under a section "Types" beside "Exports", and
-    its description under "Types" alone (beam_lib's ``('beam_lib', 'Types')``, its examples
-    ``('beam_lib', 'Types', 'Examples')``; 262 such headings on the zoo's Erlang pages). The
-    word stays as the paragraph before the type lines, as a browser shows it, and the
-    function's signature heads its types and description.
+    - DocBook's admonitions (``<div class="note"><h3 class="title">Note</h3>``): the
+      stylesheets head every note, tip, caution, warning and important with an ``<h3>``,
+      whatever the level of the section it sits in. Read as written, the note is a section,
+      and the section's text after it, its tables and even its next subsections lay under
+      "Note" (PostgreSQL's JSON functions chapter: "Note > Table 9.47. JSON Creation
+      Functions", "Note > 9.16.2.3. SQL/JSON Regular Expressions"; a reference page's "Notes
+      > Note" over the paragraphs after the box). Inside a list item or a definition the
+      title is already a label (`_headings_in_items_as_text`, which runs first).
+    - Erlang's "Types" of a function: erl_docgen writes ``<h3
+      class="func-types-title">Types</h3>`` inside the function's ``div.fun-types``, after
+      the function's own ``<h4>`` headings and before its description: a heading above the
+      function's, so every function after the first with types lay under a section "Types"
+      beside "Exports", and its description under "Types" alone (beam_lib's ``('beam_lib',
+      'Types')``; 262 such headings on the zoo's Erlang pages). As text, the function's
+      signature heads its types and description.
     """
-    for heading in _FUNCTION_TYPES_TITLES_XPATH(tree):
+    for heading in _BOX_TITLES_XPATH(tree):
         heading.attrib.clear()
         heading.tag = "p"
 
