@@ -675,6 +675,10 @@ class MarkdownChunker(Chunker):
             # of a chunk that began before the section (a small lead carried into it)
             path = current
 
+        # the open chunk's sections and path before the section being read joined it, and
+        # that section's start (set where a section joins the open chunk, below)
+        before_section: tuple[list[tuple[str, ...]], tuple[str, ...], int] | None = None
+
         def reopen(before: int, held_start: int, held_end: int) -> None:
             """End the open chunk at `before` and open the next with [held_start, held_end),
             what it held after that (headings, a label, a lead-in that go on)."""
@@ -684,8 +688,6 @@ class MarkdownChunker(Chunker):
             end = before
             close()
             start, end = held_start, held_end
-
-        before_section: tuple[list[tuple[str, ...]], tuple[str, ...], int] | None = None
 
         def open_is_small() -> bool:
             return start >= 0 and doc.count(start, doc.ceil(end)) < small
