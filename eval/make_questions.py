@@ -17,6 +17,9 @@ copied from the document (checked by `eval.verify_answers`):
   does requests.utils.get_netrc_auth() do?" with the docstring's first paragraph as answer;
   some become "Where is X implemented?" with the whole function as answer.
 
+A question a rule yields for several documents (PostgreSQL's aliases share a purpose line) is
+asked once, with each document's answer (`one_per_question`).
+
 Every candidate a rule yields is asked (since 2026-12-05; the sets were seeded samples of up
 to 60 a corpus before, and those questions are still there with the same ids and halves): on 16
 to 34 confirm questions a corpus, one or two questions decided a per-corpus comparison.
@@ -463,11 +466,31 @@ def split_of(question_id: str) -> str:
     return "tune" if digest[0] % 2 == 0 else "confirm"
 
 
-def _write(path: str, records: list[dict]) -> None:
+def one_per_question(records: list[dict]) -> list[dict]:
+    """One record for each question of a corpus: records asking the same question (PostgreSQL's
+    aliases share a purpose line: CREATE ROLE, CREATE USER and CREATE GROUP all "define a new
+    database role") become the first of them, with every one's answers. Scored apart, the same
+    question had one page right in one record and wrong in the others, whatever was ranked."""
+    first: dict[tuple[str, str], dict] = {}
+    out = []
+    for record in records:
+        key = (record["corpus"], record["question"])
+        if key in first:
+            first[key]["answers"] = first[key]["answers"] + record["answers"]
+            continue
+        first[key] = record
+        out.append(record)
+    return out
+
+
+def _write(path: str, records: list[dict]) -> list[dict]:
+    """Write `records`, one per question, each with the half its id hashes to."""
+    records = one_per_question(records)
     with open(path, "w", encoding="utf-8") as f:
         for record in records:
             record["split"] = split_of(record["id"])
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return records
 
 
 def pair_questions(pairs: str, out: str, product: re.Pattern[str] = _PRODUCT_WORDS) -> None:
@@ -514,11 +537,8 @@ def main() -> None:
         "jsoncpp": doxygen(args.corpus, "jsoncpp"),
     }
     for name, records in sets.items():
-        with open(os.path.join(args.out, f"{name}.jsonl"), "w", encoding="utf-8") as f:
-            for record in records:
-                record["split"] = split_of(record["id"])
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        print(f"{name}: {len(records)} questions")
+        written = _write(os.path.join(args.out, f"{name}.jsonl"), records)
+        print(f"{name}: {len(written)} questions")
 
 
 if __name__ == "__main__":

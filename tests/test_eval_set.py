@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from commands.evaluate import score_ranking
 from eval.header_ablation import ablated_header, header_parts
-from eval.make_questions import split_of, unnamed_sqlite
+from eval.make_questions import one_per_question, split_of, unnamed_sqlite
 from eval.neutral import neutral_corpus, neutral_names, neutral_questions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +50,30 @@ def test_every_question_sits_in_the_half_its_id_hashes_to() -> None:
     for corpus in {r["corpus"] for r in records}:
         halves = {r["split"] for r in records if r["corpus"] == corpus}
         assert halves == {"tune", "confirm"}, corpus
+
+
+def test_a_question_is_asked_once_a_corpus_with_every_page_that_answers_it() -> None:
+    asked = [(r["corpus"], r["question"]) for r in _records()]
+    assert len(asked) == len(set(asked))
+    (roles,) = [r for r in _records() if r["question"] == "How do I define a new database role?"]
+    assert roles["id"] == "pg-CREATE GROUP"
+    assert [a["source"] for a in roles["answers"]] == [
+        "postgresql/sql-creategroup.html",
+        "postgresql/sql-createrole.html",
+        "postgresql/sql-createuser.html",
+    ]
+
+
+def test_one_per_question_keeps_the_first_record_with_all_answers() -> None:
+    def record(qid: str, corpus: str, question: str) -> dict:
+        return {"id": qid, "question": question, "corpus": corpus,
+                "answers": [{"text": qid, "source": f"{corpus}/{qid}.html"}]}  # fmt: skip
+
+    asked = [("a", "pg", "Q?"), ("b", "pg", "R?"), ("c", "pg", "Q?"), ("d", "node", "Q?")]
+    merged = one_per_question([record(*a) for a in asked])
+    assert [r["id"] for r in merged] == ["a", "b", "d"]
+    assert [a["text"] for a in merged[0]["answers"]] == ["a", "c"]
+    assert [a["text"] for a in merged[2]["answers"]] == ["d"]
 
 
 def test_pdf_pair_questions_are_the_same_in_both_forms() -> None:
