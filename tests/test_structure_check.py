@@ -429,7 +429,9 @@ def test_a_term_read_as_a_thematic_break_is_a_list_violation():
 def test_the_generator_is_named_from_the_pages_own_marks():
     # Without --by_folder the table groups pages by the generator they name: Erlang's pages
     # load erl_docgen's erlresolvelinks.js, Haddock's and gi-docgen's footers credit them,
-    # and Texinfo's say "generated ... using texi2any" in their last line. Before: "unknown"
+    # and Texinfo's say "generated ... using texi2any" in their last line. Before: "unknown";
+    # Django's Sphinx theme credits no one (Sphinx's own scripts name it) and Debian's MkDocs
+    # pages lost their footer (the theme's inline "var base_url" names it)
     import gzip
     import os
 
@@ -446,4 +448,6 @@ def test_the_generator_is_named_from_the_pages_own_marks():
     assert named("pango150-struct-language.html.gz") == "gi-docgen"
     assert named("zsh59-shell-grammar.html.gz") == "texi2any"
     assert named("jsoncpp195-class-json-reader.html.gz") == "doxygen"
+    assert named("django32-ref-urls.html.gz") == "sphinx"
+    assert named("mkdocs142-dev-guide-themes.html.gz") == "mkdocs"
     assert generator_of(trafilatura.load_html(_page("<p>Text.</p>"))) == "unknown"

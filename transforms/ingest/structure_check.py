@@ -129,6 +129,13 @@ def generator_of(tree: HtmlElement) -> str:
         return "mdbook"
     if tree.xpath("//script[contains(@src, 'erlresolvelinks.js')]"):
         return "erlang"  # erl_docgen names itself nowhere; its pages load this script
+    # a theme that credits no one (Django's): Sphinx's own scripts
+    if tree.xpath("//script[@id='documentation_options' or contains(@src, '/doctools.js')]"):
+        return "sphinx"
+    # MkDocs without its footer's credit: its themes' inline settings ("var base_url = ..."
+    # in mkdocs' theme, "var mkdocs_page_name" in readthedocs')
+    if tree.xpath("//script[contains(., 'var base_url') or contains(., 'mkdocs_page_name')]"):
+        return "mkdocs"
     return "unknown"
 
 
