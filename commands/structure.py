@@ -15,6 +15,7 @@ import os
 import sys
 from collections import defaultdict
 
+from transforms.ingest.extraction import ExtractError
 from transforms.ingest.structure_check import (
     KINDS,
     Violation,
@@ -121,8 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     pages: dict[str, int] = defaultdict(int)
     examples: dict[tuple[str, str], list[str]] = defaultdict(list)
     report = []
+    rejected = []
     for path, group in html_files(args.paths, args.by_folder):
-        detected, violations, page_chars, page_lost = check_file(path, args.dropped)
+        try:
+            detected, violations, page_chars, page_lost = check_file(path, args.dropped)
+        except ExtractError as e:  # the job rejects it too: no text to check
+            rejected.append(f"{path}: {e.reason}: {e}")
+            continue
         group = group or detected
         pages[group] += 1
         chars[group] += page_chars
@@ -140,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     print(table(rows, pages))
+    if rejected:
+        print(f"\n{len(rejected)} pages the job rejects, not checked:")
+        for line in rejected:
+            print("  " + line)
     for (group, kind), shown in sorted(examples.items()):
         print(f"\n{group} {kind}:")
         for line in shown:

@@ -122,6 +122,10 @@ def test_html_in_a_legacy_encoding_is_read_as_it_declares():
     latin = (meta + body).encode("cp1252")
     assert "café est très" in decode(RawDocument("p.html", "id", latin))
     assert "3 €" in decode(RawDocument("p.html", "id", latin))
+    # and never fails, as in browsers: the five bytes cp1252 leaves undefined are the C1
+    # controls of the same number (Vim's digraph.html declares ISO-8859-1, holds UTF-8's "Á")
+    digraph = meta.encode() + "À\tA!\t0xc0\n".encode("cp1252") + "Á\tA'".encode()
+    assert decode(RawDocument("p.html", "id", digraph)).endswith("À\tA!\t0xc0\nÃ\x81\tA'")
     # http-equiv, and a page with no .html extension sniffed as HTML
     cyrillic = (
         '<!DOCTYPE html><html><head><meta http-equiv="Content-Type" '

@@ -399,6 +399,24 @@ def test_the_structure_command_lists_dropped_text_per_generator(tmp_path, capsys
     assert out[at + 5 :] == ["handmade dropped:", f"  {folder / 'a.html'}: (75) {comment}"]
 
 
+def test_the_structure_command_lists_the_pages_the_job_rejects(tmp_path, capsys):
+    # a page the job rejects (here: declared Shift_JIS, bytes that are not) is listed with its
+    # reason, and the other pages are still checked (before: the command stopped at it)
+    from commands.structure import main
+
+    (tmp_path / "good.html").write_text("<html><body><h1>Good</h1><p>Some text.</p></body></html>")
+    (tmp_path / "bad.html").write_bytes(
+        b'<html><head><meta charset="shift_jis"></head><body>\x81\x20</body></html>'
+    )
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| all | 1 | 0 |" in out
+    assert (
+        f"1 pages the job rejects, not checked:\n  {tmp_path / 'bad.html'}: invalid_encoding:"
+        in out
+    )
+
+
 def test_a_table_row_of_code_spans_is_matched_by_its_cells():
     # Javadoc's method summary: each cell a code span ("`abstract Description` |
     # `getDescription()`"); with the backticks counted the row matched no line, and its words

@@ -145,8 +145,23 @@ def _utf16_without_bom(head: bytes) -> str | None:
     return None
 
 
+def _whatwg_c1(error: UnicodeError) -> tuple[str, int]:
+    """The five bytes cp1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D) as the C1 controls
+    of the same number, as the WHATWG Encoding Standard's windows-1252 (browsers) reads them."""
+    assert isinstance(error, UnicodeDecodeError)
+    if error.reason != "character maps to <undefined>":
+        raise error
+    return "".join(map(chr, error.object[error.start : error.end])), error.end
+
+
+codecs.register_error("corpus_chunker_whatwg_c1", _whatwg_c1)
+
+
 def _strict(data: bytes, encoding: str, why: str) -> str:
     try:
+        if encoding == "cp1252":  # never fails in a browser: Vim's digraph.html, a page that
+            # declares ISO-8859-1 and holds UTF-8's "\xc3\x81" (shown as "Ã" and U+0081)
+            return data.decode(encoding, errors="corpus_chunker_whatwg_c1")
         return data.decode(encoding)
     except UnicodeDecodeError as e:
         raise ExtractError(
