@@ -610,6 +610,16 @@ def test_text_in_divs_on_real_pages():
     assert text == "# Generic views\n\nSee Built-in class-based views API."
 
 
+def test_a_short_page_keeps_trafilaturas_own_extraction_unless_it_is_the_dump():
+    # Vim's short help page, one <pre>, came out of trafilatura's fallbacks as loose lines:
+    # short pages all went to them, for fear of the dump of the whole page that trafilatura
+    # makes where it finds next to nothing (Django's "Generic views", above, still goes)
+    text = _checked("vim90-os-mint.html.gz").text
+    assert text.startswith("# Vim documentation: os_mint\n\nmain help file\n```\n*os_mint.txt*")
+    assert "\t*MiNT* *Atari*\nThe Atari MiNT support was removed with patch 8.2.1215." in text
+    assert text.endswith("\n```")
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

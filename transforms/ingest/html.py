@@ -212,7 +212,9 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     text = _extracted(tree, fast=True)
     found = len(text or "")
     # the page's text is measured only where the extraction is not short already
-    if found < OWN_EXTRACTION_CHARS or found < OWN_EXTRACTION_SHARE * _page_chars(tree):
+    if (found < OWN_EXTRACTION_CHARS and _rescued(tree)) or (
+        found < OWN_EXTRACTION_SHARE * _page_chars(tree)
+    ):
         text = _extracted(tree, fast=False)
     if not text:
         LOGGER.debug("trafilatura extracted nothing: %s", source)
@@ -246,15 +248,15 @@ def _ampersands_escaped(tree: HtmlElement) -> None:
 
 
 # trafilatura's own extraction is the text unless it holds less than this share of the
-# page's text, or fewer characters than this (where it may be trafilatura's dump of the
-# whole page, navigation and all: Django's "Generic views", a one-line page); then
+# page's text, or is its dump of the whole page, navigation and all (its rescue where it
+# found under MIN_EXTRACTED_CHARS: Django's "Generic views", a one-line page); then
 # trafilatura runs with its fallbacks (readability, jusText) and keeps the better of its own
-# and theirs by its rules.
+# and theirs by its rules. Only a text of fewer than OWN_EXTRACTION_CHARS may be the dump.
 OWN_EXTRACTION_SHARE = 0.25
 OWN_EXTRACTION_CHARS = 500
 
 
-def _extracted(tree: HtmlElement, fast: bool) -> str | None:
+def _extracted(tree: HtmlElement, fast: bool, rescue: bool = True) -> str | None:
     """trafilatura's Markdown of `tree` (which it copies before it prunes): its own
     extraction alone with `fast`, else compared with its fallbacks'.
 
@@ -266,7 +268,8 @@ def _extracted(tree: HtmlElement, fast: bool) -> str | None:
     gettext's, a rustdoc page whose implementors are most of it (std::ops::Shr), each under
     a quarter of its page's text (a fifth at most on the zoo, the development set and
     samples/, where every page at a quarter or more came out the same or better on its own,
-    but for one short page: docs/structure.md)."""
+    but for one short page: docs/structure.md). Without `rescue`, no dump of the whole page
+    where it finds under MIN_EXTRACTED_CHARS."""
     return trafilatura.extract(
         tree,
         output_format="markdown",
@@ -276,9 +279,18 @@ def _extracted(tree: HtmlElement, fast: bool) -> str | None:
         # reader comments are not document text (and, off, trafilatura prunes comment
         # containers before every stage); identical output on the sample pages
         include_comments=False,
-        config=_trafilatura_config(),
+        config=_trafilatura_config(rescue),
         fast=fast,
     )
+
+
+def _rescued(tree: HtmlElement) -> bool:
+    """Whether trafilatura's own extraction of `tree` finds under MIN_EXTRACTED_CHARS, so that
+    `_extracted(tree, fast=True)` is its rescue, a dump of the whole page's text.
+
+    Short pages were all taken to the fallbacks before, whose choice lost the structure of
+    Vim's short help pages (its `<pre>` as loose lines with Markdown escapes, no code block)."""
+    return len(_extracted(tree, fast=True, rescue=False) or "") < MIN_EXTRACTED_CHARS
 
 
 def _page_chars(tree: HtmlElement) -> int:
@@ -295,12 +307,12 @@ def _page_chars(tree: HtmlElement) -> int:
 MIN_EXTRACTED_CHARS = 25
 
 
-@functools.lru_cache(maxsize=1)
-def _trafilatura_config():  # -> configparser.ConfigParser
+@functools.lru_cache(maxsize=2)
+def _trafilatura_config(rescue: bool = True):  # -> configparser.ConfigParser
     from trafilatura.settings import use_config
 
     config = use_config()  # trafilatura's settings.cfg, a fresh copy
-    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", str(MIN_EXTRACTED_CHARS))
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", str(MIN_EXTRACTED_CHARS if rescue else 0))
     return config
 
 
