@@ -474,8 +474,8 @@ def one_per_question(records: list[dict]) -> list[dict]:
     first: dict[tuple[str, str], dict] = {}
     out = []
     for record in records:
-        key = (record["corpus"], record["question"])
-        if key in first:
+        key = (record.get("corpus"), record.get("question"))
+        if key in first and key[1] is not None:
             first[key]["answers"] = first[key]["answers"] + record["answers"]
             continue
         first[key] = record
