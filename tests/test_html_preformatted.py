@@ -24,6 +24,14 @@ def test_hash_lines_of_a_real_pages_listings_are_not_headings():
     assert "#  include <fcntl.h>\n" in text
 
 
+def test_a_listing_keeps_its_blank_lines():
+    text = html_to_markdown(_page("zlib-how.html.gz")).text
+    # Before: trafilatura dropped every empty line of a code block (it keeps only the blank
+    # lines it writes between blocks): the header comment ran into the version history
+    assert "Mark Adler */\n\n/* Version history:\n" in text
+    assert "```\n/* zpipe.c:" in text  # the <pre>'s leading blank line (after <b>) goes
+
+
 def test_a_synopsis_is_code_not_escaped_markdown():
     text = html_to_markdown(_page("postgresql15-sql-set.html.gz")).text
     assert "```\nSET [ SESSION | LOCAL ] configuration_parameter { TO | = }" in text

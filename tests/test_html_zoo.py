@@ -277,7 +277,8 @@ def test_a_section_of_the_content_is_not_taken_for_its_container():
     lines = text.split("\n")
     comment = "  # Non-group linking relationships, these are non-circular so far"
     at = lines.index(comment)
-    assert lines[at - 6 : at - 4] == ["  ```", "  add_library(lib1A ...)"]
+    assert lines[at - 7 : at - 5] == ["  ```", "  add_library(lib1A ...)"]
+    assert lines[at - 1] == ""  # the listing's blank line before the comment
     assert "Non-group linking relationships" not in " ".join(h for _, _, h in headings(text))
     assert "### Primary Comparison Expressions" in lines
 
@@ -618,6 +619,8 @@ def test_a_short_page_keeps_trafilaturas_own_extraction_unless_it_is_the_dump():
     assert text.startswith("# Vim documentation: os_mint\n\nmain help file\n```\n*os_mint.txt*")
     assert "\t*MiNT* *Atari*\nThe Atari MiNT support was removed with patch 8.2.1215." in text
     assert text.endswith("\n```")
+    # and the blank lines of its <pre>, which trafilatura drops from every code block
+    assert "not maintained.\n\n\nOriginally added by" in text
 
 
 def test_reader_comments_still_go():

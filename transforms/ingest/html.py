@@ -2020,6 +2020,9 @@ def _div_text_as_paragraphs(div: HtmlElement) -> None:
     _runs_as_paragraphs(div, _is_block)
 
 
+_BLANK_LINE = re.compile(r"(?<=\n)(?=\n)")  # the place of an empty line's text
+
+
 def _preformatted_as_code(tree: HtmlElement) -> None:
     r"""Make every ``<pre>`` one that trafilatura writes as a fenced code block.
 
@@ -2053,7 +2056,12 @@ def _preformatted_as_code(tree: HtmlElement) -> None:
             pre.remove(child)  # lxml's remove keeps a child's tail with the child: text had it
         pre.text = None
         span = pre.makeelement("span", {})
-        span.text = text if text.endswith("\n") or not text.strip() else text + "\n"
+        if text.strip():
+            # its blank lines kept: trafilatura drops every empty line of its output but
+            # those it marks "\u2424" (between its blocks), so a function's blank line before
+            # the next was lost; the page's leading and trailing blank lines go
+            text = _BLANK_LINE.sub("\u2424", text.strip("\n")) + "\n"
+        span.text = text
         pre.append(span)
 
 
