@@ -273,6 +273,29 @@ def test_oversized_code_block_is_cut_only_between_lines(cl100k, overlap: int) ->
         assert any(a.end > b.start for a, b in itertools.pairwise(inside))
 
 
+def test_an_oversized_code_block_is_cut_after_a_blank_line_near_the_budget(cl100k) -> None:
+    # functions of five lines, a blank line between them: pieces end after a whole function
+    # where that keeps three quarters of the budget (before: after as many lines as fit, in
+    # the middle of a function)
+    def function(i: int) -> str:
+        return "\n".join(
+            [f"def f{i}(x):", *(f"    y{k} = g{k}(x, {i})" for k in range(3)), "    return y0"]
+        )
+
+    body = "\n\n".join(function(i) for i in range(30))
+    fence = f"```python\n{body}\n```"
+    size = 3 * cl100k.count(function(0)) + 12  # three functions and most of a fourth
+    chunks = MarkdownChunker(cl100k, size, 0).chunk(fence)
+    check_invariants(cl100k, fence, chunks, size)
+    assert len(chunks) > 5
+    for c in chunks[:-1]:
+        assert fence[c.start : c.end].endswith("    return y0"), fence[c.end - 30 : c.end + 5]
+    # a block without blank lines is packed as before: lines as fit
+    dense = f"```\n{body.replace(chr(10) * 2, chr(10))}\n```"
+    chunks = MarkdownChunker(cl100k, size, 0).chunk(dense)
+    assert not dense[chunks[0].start : chunks[0].end].endswith("    return y0")
+
+
 def test_oversized_paragraph_keeps_its_heading_in_the_first_piece(cl100k) -> None:
     para = " ".join(f"Sentence {words(8, f's{i}_')}." for i in range(40))
     text = f"# Intro\n\n## Long one\n\n{para}\n"

@@ -1107,6 +1107,10 @@ class MarkdownChunker(Chunker):
     ) -> list[tuple[int, int]]:
         """Greedy packing of whole lines; overlap, if any, is whole lines too.
 
+        A piece that is not the last ends after a blank line where one ends the second half of
+        its budget (between two functions of a listing, two paragraphs of a help text), else
+        after as many lines as fit.
+
         Cuts sit at line starts even where a token straddles the newline ("):\\n"), unlike
         recursive_split, which snaps cuts to token boundaries: counts are taken with the start
         rounded down and the end rounded up, so each piece's count is an upper bound.
@@ -1117,6 +1121,11 @@ class MarkdownChunker(Chunker):
         b = doc.boundaries
         lo = doc.token_index[np.searchsorted(b, points, side="right") - 1]
         hi = doc.token_index[np.minimum(np.searchsorted(b, points, side="left"), len(b) - 1)]
+        text = doc.text
+        # after_blank[k]: the line that ends at points[k] holds only whitespace
+        after_blank = [False] + [
+            not text[points[k - 1] : points[k]].strip() for k in range(1, len(points))
+        ]
         segments: list[tuple[int, int]] = []
         i, n, limit = 0, len(points) - 1, first_budget
         while i < n:
@@ -1125,6 +1134,12 @@ class MarkdownChunker(Chunker):
                 segments.extend(even_split(doc, int(points[i]), int(points[i + 1]), limit, LINE))
                 i += 1
             else:
+                for k in range(j, i, -1) if j < n else ():
+                    if 4 * (hi[k] - lo[i]) < 3 * limit:
+                        break
+                    if after_blank[k]:
+                        j = k
+                        break
                 segments.append((int(points[i]), int(points[j])))
                 i = j
             limit = budget
