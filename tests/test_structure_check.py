@@ -14,6 +14,23 @@ def _page(body: str) -> str:
     return f"<html><head><title>T</title></head><body><div>{body}</div></body></html>"
 
 
+def test_a_code_block_keeps_the_lines_of_its_pre():
+    # trafilatura dropped every blank line of a <pre> (zlib's listing, CMake's examples): the
+    # same text, whitespace aside, but not the same lines. Trailing whitespace and the blank
+    # lines around the listing do not count.
+    html = _page(
+        "<p>Intro.</p><pre>\ndef f():\n    return 1\n\ndef g():  \n    return 2\n  \n</pre>"
+    )
+    kept = "Intro.\n\n```\ndef f():\n    return 1\n\ndef g():\n    return 2\n```"
+    assert _kinds(html, kept) == []
+    assert _kinds(html, kept.replace("return 1\n\n", "return 1\n")) == ["fence"]
+    assert _kinds(html, kept.replace("    return 2", "return 2")) == ["fence"]
+    # two <pre>s of the same text but for their lines each meet their own block
+    two = _page("<pre>SELECT 'foo'\n'bar';</pre><p>but:</p><pre>SELECT 'foo'   'bar';</pre>")
+    text = "```\nSELECT 'foo'\n'bar';\n```\nbut:\n\n```\nSELECT 'foo'   'bar';\n```"
+    assert _kinds(two, text) == []
+
+
 def test_a_heading_without_its_permalink_glyph():
     # mkdocs' permalinks hold an icon font's glyph (U+F0C1), which the job drops with the
     # anchor: every heading of mkdocs' pages was a violation

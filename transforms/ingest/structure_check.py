@@ -6,8 +6,9 @@ page's own DOM (lxml), with no labels (issue 25, docs/structure.md).
 - ``heading``: a heading of the text that is no ``h1``-``h6`` (or ``role="heading"``, or
   Doxygen's page title ``div.headertitle > div.title``) of the page, or one that only a
   ``<pre>``, ``<code>`` or table of the page holds;
-- ``fence``: a fence that does not stand alone on its line, or a ``<pre>`` whose text is in the
-  document but not as a fenced block of the same text (whitespace aside);
+- ``fence``: a fence that does not stand alone on its line, a ``<pre>`` whose text is in the
+  document but not as a fenced block of the same text (whitespace aside), or one whose code
+  block lost or gained lines (blank lines too; trailing whitespace aside);
 - ``list``: a list item, table row or definition-list entry glued to the text before it, or
   read as a thematic break (the job writes none: a page's ``<hr>`` is dropped);
 - ``escape``: a Markdown escape (``\\<``, ``\\_``, ``\\[``, ``\\*``...) in the text outside code
@@ -93,6 +94,15 @@ def _norm(text: str) -> str:
 
 def _squeeze(text: str) -> str:
     return re.sub(r"\s+", "", text)
+
+
+def _listing_lines(text: str) -> list[str]:
+    """A listing's lines, without trailing whitespace and the blank lines around them."""
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    first = next((i for i, line in enumerate(lines) if line), len(lines))
+    return lines[first:]
 
 
 def generator_of(tree: HtmlElement) -> str:
@@ -302,7 +312,8 @@ def check_page(
         outside_spans = _CODE_SPAN.sub("", line)
         if _GLUED_FENCE.search(outside_spans) and not _FENCE.match(line):
             out.append(Violation("fence", f"line {i + 1}: {line.strip()[:80]}"))
-    fenced = [_squeeze(t.content) for t in tokens if t.type in ("fence", "code_block")]
+    contents = [t.content for t in tokens if t.type in ("fence", "code_block")]
+    fenced = [_squeeze(c) for c in contents]
     fenced_all = "\n".join(fenced)
     squeezed_text = _squeeze(re.sub(r"\\(.)", r"\1", text))
     # a table row holds no block: a <pre> in a cell is written as a code span of its row
@@ -313,6 +324,7 @@ def check_page(
         for _, line in prose
         for m in _CODE_SPAN.finditer(line)
     )
+    at = 0  # the code blocks are met in the order of the <pre>s
     for pre in tree.iter("pre"):
         body = _squeeze(pre.text_content())
         if len(body) < 8:
@@ -321,6 +333,14 @@ def check_page(
             continue
         if body in squeezed_text and body not in fenced_all:
             out.append(Violation("fence", f"<pre> not fenced: {_plain(pre.text_content())[:60]}"))
+            continue
+        # a code block of the <pre>'s text has its lines: blank lines too (trafilatura drops
+        # them), trailing whitespace and the blank lines around the listing aside
+        k = next((k for k in range(at, len(fenced)) if fenced[k] == body), None)
+        if k is not None:
+            at = k + 1
+            if _listing_lines(pre.text_content()) != _listing_lines(contents[k]):
+                out.append(Violation("fence", f"<pre>'s lines not kept: {_plain(body)[:60]}"))
 
     # list items, table rows and definition-list entries start a line of their own
     # emphasis marks and code spans' backticks out: Sphinx emphasizes each name of a type
