@@ -623,6 +623,18 @@ def test_a_short_page_keeps_trafilaturas_own_extraction_unless_it_is_the_dump():
     assert "not maintained.\n\n\nOriginally added by" in text
 
 
+def test_a_fragment_is_read_as_a_document():
+    # Go's pages are their content alone (no <html>, no <body>): trafilatura's tree had no
+    # body, and its extraction lost inline code met before and the text up to the next one
+    text = _checked("go119-doc-asm.html.gz").text
+    assert text.startswith("# A Quick Guide to Go's Assembler\n\nThis document is a quick outline")
+    assert "`R0@>R1`: For `<<`, left shift `R0` by the count in `R1`. The other codes" in text
+    assert (
+        "\n- `[R0,g,R12-R15]`: For multi-register instructions, the set comprising `R0`, `g`,"
+        in text
+    )
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

@@ -473,12 +473,22 @@ def _huge_parser() -> HTMLParser:
 
 
 def _load_html(html: str | bytes) -> HtmlElement | None:
-    """trafilatura's `load_html`, parsed again past libxml2's default depth when it hit it.
+    """trafilatura's `load_html`, parsed again past libxml2's default depth when it hit it,
+    or as a document where it is a fragment.
+
+    A fragment (Go's documentation pages are their content alone, no ``<html>`` or
+    ``<body>``) came back from trafilatura as an ``<html>`` around one ``<div>``, without a
+    ``<body>``: its extraction took trafilatura's path for pages without a container, which
+    dropped inline code met before and the text up to the next one ("For ``<<``, left shift
+    ``R0`` by the count in ``R1``" became "For ``R1``"). Parsed as a document, it has one.
 
     Raises HtmlTooDeep for a page nested deeper than HUGE_DEPTH_LIMIT elements.
     """
     tree = trafilatura.load_html(html)
-    if tree is None or not _AT_DEFAULT_LIMIT(tree.getroottree().getroot()):
+    if tree is None:
+        return tree
+    root = tree.getroottree().getroot()
+    if root.find("body") is not None and not _AT_DEFAULT_LIMIT(root):
         return tree
     parser = _huge_parser()
     data = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
