@@ -279,6 +279,17 @@ def test_nothing_extracted_gives_empty_text(html: str | bytes) -> None:
     assert html_to_markdown(html, source="empty").text == ""
 
 
+def test_a_fragment_of_one_block_is_read() -> None:
+    # trafilatura's load_html refuses a fragment of one block as no HTML; the job rejected
+    # such a page as "no main text"
+    assert html_to_markdown(b"<p>A short note about retries.</p>").text == (
+        "A short note about retries."
+    )
+    assert html_to_markdown("<h2>Retries</h2><p>Retry twice, then give up.</p>").text == (
+        "## Retries\n\nRetry twice, then give up."
+    )
+
+
 def test_result_is_frozen_and_picklable() -> None:
     result = extracted("tutorial-join.html")
     with pytest.raises(dataclasses.FrozenInstanceError):

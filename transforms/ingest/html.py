@@ -472,6 +472,9 @@ def _huge_parser() -> HTMLParser:
     )
 
 
+_A_TAG = re.compile(r"<[A-Za-z]")
+
+
 def _load_html(html: str | bytes) -> HtmlElement | None:
     """trafilatura's `load_html`, parsed again past libxml2's default depth when it hit it,
     or as a document where it is a fragment.
@@ -486,10 +489,14 @@ def _load_html(html: str | bytes) -> HtmlElement | None:
     """
     tree = trafilatura.load_html(html)
     if tree is None:
-        return tree
-    root = tree.getroottree().getroot()
-    if root.find("body") is not None and not _AT_DEFAULT_LIMIT(root):
-        return tree
+        # it refuses a fragment of one block ("<p>A short note.</p>") as no HTML: one with a
+        # tag is parsed as a document (the job rejected such a page as "no main text")
+        if not _A_TAG.search(html if isinstance(html, str) else html.decode("latin-1")):
+            return None
+    else:
+        root = tree.getroottree().getroot()
+        if root.find("body") is not None and not _AT_DEFAULT_LIMIT(root):
+            return tree
     parser = _huge_parser()
     data = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
     deep = document_fromstring(data, parser=parser)
