@@ -113,6 +113,30 @@ def test_a_table_of_contents_of_the_page_is_no_lost_content():
     assert _kinds(elsewhere, text) == ["lost"]
 
 
+def test_named_anchors_and_navigation_lines_are_no_lost_content():
+    # expat's reference: "Table of Contents" over links to <a name> anchors (no ids), which
+    # the job drops; MPFR's Top page: the manual's title, then Texinfo's "Next: ..., Up: ..."
+    # line (which the job drops) before the Top node's heading
+    toc = (
+        "<ul><li><a href='#overview'>Overview of the parser and its callback handlers</a></li></ul>"
+    )
+    html = _page(
+        f"<h2>Table of Contents</h2>{toc}<h2><a name='overview'>Overview</a></h2>"
+        "<p>Expat is a stream-oriented parser.</p>"
+    )
+    text = "## Table of Contents\n\n## Overview\n\nExpat is a stream-oriented parser."
+    assert _kinds(html, text) == []
+    assert _kinds(html.replace("name='overview'", "name='elsewhere'"), text) == ["lost"]
+    nav = (
+        "<div class='header'><p>Next: <a href='Copying.html' rel='next'>MPFR Copying "
+        "Conditions and Licence</a>, Up: <a href='../dir/index.html' rel='up'>(dir)</a></p></div>"
+    )
+    html = _page(f"<h1>GNU MPFR 4.2.0</h1>{nav}<h1>GNU MPFR</h1><p>This manual documents.</p>")
+    text = "# GNU MPFR 4.2.0\n\n# GNU MPFR\n\nThis manual documents."
+    assert _kinds(html, text) == []
+    assert _kinds(html.replace(" rel='next'", "").replace(" rel='up'", ""), text) == ["lost"]
+
+
 def test_the_text_after_an_element_is_counted_after_what_it_holds():
     # Erlang's EDoc pages (eunit.html): "Exports" heads a <div> of functions, each under an
     # <h4>; the authors after that <div> were counted as text of "Exports" (an element's

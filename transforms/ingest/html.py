@@ -927,25 +927,34 @@ _NAVIGATION_WORDS = re.compile(
 )
 
 
-def _drop_navigation_lines(tree: HtmlElement) -> None:
-    """Remove the blocks that hold nothing but links to the next, previous and parent page.
+def navigation_lines(tree: HtmlElement) -> list[HtmlElement]:
+    """The blocks that hold nothing but links to the next, previous and parent page.
 
     Texinfo's HTML (makeinfo, texi2any) heads and ends every node with one such line, "Next:
     Thread Safety, Previous: The Closure API, Up: Using libffi [Index]", in a plain
     ``<div class="header"><p>``: trafilatura kept it as the first line of the page (issue
-    11, section 3). A block goes when its links include one with ``rel`` next, prev or up
-    and its other text is only those words and punctuation.
+    11, section 3). A block is one when its links include one with ``rel`` next, prev or up
+    and its other text is only those words and punctuation (the outermost such block).
     """
+    out: list[HtmlElement] = []
     for link in _NAVIGATION_LINKS_XPATH(tree):
         block = link.getparent()
         while block is not None and block.tag not in _NAVIGATION_BLOCKS:
             block = block.getparent()
-        if block is None or block.getparent() is None:
-            continue  # no block, or one already removed with an earlier link
+        if block is None or any(b is block or b in block.iterancestors() for b in out):
+            continue  # no block, or one found with an earlier link
         rest = block.text_content()
         for anchor in block.iter("a"):
             rest = rest.replace(anchor.text_content(), " ", 1)
         if _NAVIGATION_WORDS.fullmatch(rest):
+            out.append(block)
+    return out
+
+
+def _drop_navigation_lines(tree: HtmlElement) -> None:
+    """Remove the page's `navigation_lines`."""
+    for block in navigation_lines(tree):
+        if block.getparent() is not None:
             block.drop_tree()
 
 

@@ -41,6 +41,7 @@ from transforms.ingest.html import (
     SITE_SEPARATORS,
     in_cell,
     in_cell_of_a_top_table,
+    navigation_lines,
     shown_text,
 )
 
@@ -217,8 +218,12 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     content: a table of contents of the sections that follow (DocBook's ``div.toc`` under a
     chapter's heading, Sphinx's "Contents" topic), which the job rightly drops, is the same
     headings again."""
-    ids = set(tree.xpath("//@id"))
+    # the page's anchors: ids, and the names of <a name> (expat's table of contents)
+    ids = set(tree.xpath("//@id")) | set(tree.xpath("//a/@name"))
     in_page = {a for a in tree.iter("a") if (a.get("href") or "").partition("#")[2] in ids - {""}}
+    # and the lines of links to the next, previous and parent page, which the job drops
+    # (Texinfo's "Next: ..., Previous: ..., Up: ..." between MPFR's title and its Top node)
+    navigation = set(navigation_lines(tree))
     sections: list[list] = []  # [text, characters]
     # An element's tail follows its whole subtree: it counts at the element's end, in the
     # section open there (the authors after Erlang's `div.exports-body` of functions are
@@ -226,8 +231,12 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     for event, node in etree.iterwalk(tree, events=("start", "end")):
         if not isinstance(node.tag, str):
             continue
-        if any(a.tag in _HEADING_TAGS or a.tag in NOT_TEXT for a in node.iterancestors()):
-            continue  # a heading's text, a drawing's (SQLite's syntax diagrams) or a script's
+        if any(
+            a.tag in _HEADING_TAGS or a.tag in NOT_TEXT or a in navigation
+            for a in node.iterancestors()
+        ):
+            continue  # a heading's text, a drawing's (SQLite's syntax diagrams), a script's,
+            # a navigation line's
         if event == "end":
             if sections and not any(a in in_page for a in node.iterancestors("a")):
                 sections[-1][1] += len((node.tail or "").strip())  # not inside a link's text
@@ -235,6 +244,8 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
         if node.tag in _HEADING_TAGS:
             sections.append([_heading_of(node), 0])
             continue
+        if node in navigation:
+            continue  # its text (its tail, after it, counts at its end)
         if not sections or node.tag in NOT_TEXT:
             continue
         if node in in_page or any(a in in_page for a in node.iterancestors("a")):
