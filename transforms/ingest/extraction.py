@@ -148,8 +148,7 @@ def _utf16_without_bom(head: bytes) -> str | None:
 def _whatwg_c1(error: UnicodeError) -> tuple[str, int]:
     """The five bytes cp1252 leaves undefined (0x81, 0x8D, 0x8F, 0x90, 0x9D) as the C1 controls
     of the same number, as the WHATWG Encoding Standard's windows-1252 (browsers) reads them."""
-    assert isinstance(error, UnicodeDecodeError)
-    if error.reason != "character maps to <undefined>":
+    if not isinstance(error, UnicodeDecodeError) or error.reason != "character maps to <undefined>":
         raise error
     return "".join(map(chr, error.object[error.start : error.end])), error.end
 
