@@ -635,6 +635,20 @@ def test_a_fragment_is_read_as_a_document():
     )
 
 
+def test_inline_code_that_holds_emphasis_is_its_text():
+    # trafilatura wrote the emphasis apart from the code, out of order, and lost what followed
+    text = _checked("go119-doc-asm.html.gz").text
+    # before: "Field offsets are of the form *type*_*field**type*__size", two sentences gone
+    assert (
+        "Field offsets are of the form `type_field`. Struct sizes are of the form `type__size`. "
+        "For example, consider the following Go definition:"
+    ) in text
+    # before: "... must be in `./locale/`. The text domain of individual documents depends on
+    # *language*/LC_MESSAGES/sphinx.mo`gettext_compact`"
+    text = _checked("sphinx53-usage-configuration.html.gz").text
+    assert "must be in `./locale/language/LC_MESSAGES/sphinx.mo`. The text domain" in text
+
+
 def test_reader_comments_still_go():
     words = " ".join(f"word{i}" for i in range(80))
     page = _page(

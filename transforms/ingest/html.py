@@ -1553,9 +1553,15 @@ def _nested_inline_code_as_text(tree: HtmlElement) -> None:
     reference pages; DocBook's, Texinfo's and gtk-doc's manuals write them too). Markdown has
     no code inside code, nor emphasis in it: the span becomes its text, in the page's order
     ("`SET NAMES value` is an alias for `SET client_encoding TO value`.").
+
+    So does inline code that holds emphasis: trafilatura wrote the emphasis apart from the
+    code, out of order, and lost text after it (Go's "of the form <code><i>type</i>_<i>field
+    </i></code>. Struct sizes are ..." came out "of the form *type*_*field**type*__size", two
+    sentences gone; Sphinx's ``./locale/<em>language</em>/LC_MESSAGES/sphinx.mo`` had its
+    tail moved after the next sentence; Texinfo's ``<code><var>ll</var>.po</code>``).
     """
     for code in list(tree.iter(*_INLINE_CODE)):
-        if not any(d.tag in _INLINE_CODE for d in code.iterdescendants()):
+        if not any(d.tag in _INLINE_CODE or d.tag in _EMPHASIS for d in code.iterdescendants()):
             continue
         if any(a.tag == "pre" or a.tag in _INLINE_CODE for a in code.iterancestors()):
             continue  # in a block of code, or inside the outer span flattened here
