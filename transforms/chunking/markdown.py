@@ -1107,9 +1107,9 @@ class MarkdownChunker(Chunker):
     ) -> list[tuple[int, int]]:
         """Greedy packing of whole lines; overlap, if any, is whole lines too.
 
-        A piece that is not the last ends after a blank line where one ends the second half of
-        its budget (between two functions of a listing, two paragraphs of a help text), else
-        after as many lines as fit.
+        A piece that is not the last ends after a blank line where one ends the last quarter
+        of its budget (between two functions of a listing, two paragraphs of a help text),
+        else after as many lines as fit.
 
         Cuts sit at line starts even where a token straddles the newline ("):\\n"), unlike
         recursive_split, which snaps cuts to token boundaries: counts are taken with the start
@@ -1122,10 +1122,6 @@ class MarkdownChunker(Chunker):
         lo = doc.token_index[np.searchsorted(b, points, side="right") - 1]
         hi = doc.token_index[np.minimum(np.searchsorted(b, points, side="left"), len(b) - 1)]
         text = doc.text
-        # after_blank[k]: the line that ends at points[k] holds only whitespace
-        after_blank = [False] + [
-            not text[points[k - 1] : points[k]].strip() for k in range(1, len(points))
-        ]
         segments: list[tuple[int, int]] = []
         i, n, limit = 0, len(points) - 1, first_budget
         while i < n:
@@ -1137,7 +1133,7 @@ class MarkdownChunker(Chunker):
                 for k in range(j, i, -1) if j < n else ():
                     if 4 * (hi[k] - lo[i]) < 3 * limit:
                         break
-                    if after_blank[k]:
+                    if not text[points[k - 1] : points[k]].strip():  # a blank line ends at k
                         j = k
                         break
                 segments.append((int(points[i]), int(points[j])))
