@@ -268,8 +268,9 @@ def _extracted(tree: HtmlElement, fast: bool, rescue: bool = True) -> str | None
     gettext's, a rustdoc page whose implementors are most of it (std::ops::Shr), each under
     a quarter of its page's text (a fifth at most on the zoo, the development set and
     samples/, where every page at a quarter or more came out the same or better on its own,
-    but for one short page: docs/structure.md). Without `rescue`, no dump of the whole page
-    where it finds under MIN_EXTRACTED_CHARS."""
+    but for one short page: docs/structure.md). Without `rescue`, MIN_EXTRACTED_SIZE is 0,
+    which turns off all three of trafilatura's measures for a short text: reading `<div>`s
+    where paragraphs hold little, recovering loose text, and the dump of the whole page."""
     return trafilatura.extract(
         tree,
         output_format="markdown",
@@ -285,8 +286,9 @@ def _extracted(tree: HtmlElement, fast: bool, rescue: bool = True) -> str | None
 
 
 def _rescued(tree: HtmlElement) -> bool:
-    """Whether trafilatura's own extraction of `tree` finds under MIN_EXTRACTED_CHARS, so that
-    `_extracted(tree, fast=True)` is its rescue, a dump of the whole page's text.
+    """Whether trafilatura's own extraction of `tree`, without its measures for a short text
+    (`_extracted`'s `rescue`), finds under MIN_EXTRACTED_CHARS, so that
+    `_extracted(tree, fast=True)` came from those measures, the dump of the page among them.
 
     Short pages were all taken to the fallbacks before, whose choice lost the structure of
     Vim's short help pages (its `<pre>` as loose lines with Markdown escapes, no code block)."""
