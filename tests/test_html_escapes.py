@@ -87,6 +87,11 @@ def test_without_escapes_keeps_those_that_keep_the_structure():
     assert without_escapes("- \\<commit>") == "- <commit>"  # one tag alone: no other block
     assert without_escapes("\\[skip\\] or \\[array length=n\\]") == "[skip] or [array length=n]"
     assert without_escapes("\\[label\\]: not a definition") == "\\[label]: not a definition"
+    assert without_escapes("\\[label\\]:\ndestination") == "\\[label]:\ndestination"
+    # ...but a label and ":" with no destination after them is no definition (the Linux
+    # kernel's "[You can ignore ... anyway!]:" before a listing)
+    assert without_escapes("\\[You can ignore it.]:\n\ntext") == "[You can ignore it.]:\n\ntext"
+    assert without_escapes("\\[You can ignore it.]:") == "[You can ignore it.]:"
     assert without_escapes("\\[\n--all \\]") == "[\n--all ]"  # a label closed, no ":" after it
     assert without_escapes("\\[a\n\\[b\n\\]\\]: c") == "[a\n[b\n]]: c"  # "[" in a label: none
     # an escaped backtick next to a code span's stays: it would join the span's run

@@ -250,13 +250,18 @@ def _block_start(content: str, alone: bool) -> str:
 
 def _could_define(rest: str, following: Iterable[str]) -> bool:
     """Whether ``[`` and `rest`, with the lines `following` it in its paragraph, could be a
-    link reference definition: its label closes with ``]:`` before any other bracket."""
-    for piece in itertools.chain([rest], following):
+    link reference definition: its label closes with ``]:`` before any other bracket, and a
+    destination follows, on that line or the next (the Linux kernel's "[You can ignore ...
+    anyway!]:" before a listing is a paragraph: no escape needed)."""
+    pieces = itertools.chain([rest], following)
+    for piece in pieces:
         if not piece.strip():
             return False  # the paragraph ends: no label
         piece = re.sub(r"\\(?=[][])", "", piece)  # an escaped bracket is one once unescaped
         if bracket := re.search(r"[][]", piece):
-            return bracket.group() == "]" and piece[bracket.end() : bracket.end() + 1] == ":"
+            if bracket.group() != "]" or piece[bracket.end() : bracket.end() + 1] != ":":
+                return False
+            return bool(piece[bracket.end() + 1 :].strip() or next(pieces, "").strip())
     return False
 
 
