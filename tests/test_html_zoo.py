@@ -1083,3 +1083,58 @@ def test_a_heading_that_is_one_link_over_prose_is_kept():
     assert "Gets the RFC-3066 format string representing the given language tag." in text
     # the "[src]" link in a section's heading (to the source file) is no text of it
     assert "#### Description\n" in text and "[src]" not in text
+
+
+def test_a_headings_anchor_and_permalink_and_a_listing_of_lines():
+    # Apache httpd's directive headings: <span id="LDAPSharedCacheFile">, "share" in the id
+    # took the name out ("## Directive ¶"); the "¶" is a permalink sign
+    text = _checked("apache24-mod-ldap.html.gz").text
+    assert "\n## LDAPSharedCacheFile Directive\n" in text
+    assert "\n## LDAPSharedCacheSize Directive\n" in text
+    assert "¶" not in text
+    # an example written as one <code> of <br>-broken lines in a <p>: a code block, its
+    # comment lines no headings ("##express-map.txt:" and "##" were loose lines and a heading)
+    text = _checked("apache24-mod-proxy-express.html.gz").text
+    assert (
+        "### ProxyExpress map file\n\n```\n##\n##express-map.txt:\n##\n\n"
+        "www1.example.com http://192.168.211.2:8080\n"
+    ) in text
+    # one line of code stays inline
+    assert "### Create DBM file\n\n`httxt2dbm -i express-map.txt -o emap`" in text
+
+
+def test_scaladocs_comments_are_content_once():
+    # trafilatura pruned Scaladoc's `div.comment.cmt` as a blog's reader comments: every
+    # description but the member's first sentence went
+    text = _checked("scala211-partial-function-object.html.gz").text
+    assert text.startswith("# PartialFunction\n\nscala\n\n#### object PartialFunction\n\n")
+    assert "A few handy operations which leverage the extra bit of information" in text
+    assert (
+        "Note that the success of a cast at runtime is modulo Scala's erasure semantics."
+    ) in text
+    # the first sentence (the member's summary) is not written twice
+    assert text.count("Test two objects for inequality.") == 1
+    # bold inside inline code lost the text between two such spans ("**true****false**")
+    assert "In effect, it is a `match` statement which wraps all case results in `Some(_)`" in text
+    # a type with no comment keeps its attributes and the lists a click unfolds
+    text = _checked("scala211-patmat-prop.html.gz").text
+    assert text.startswith(
+        "# Prop\n\nscala.tools.nsc.transform.patmat.Logic.PropositionalLogic\n\n"
+        "#### class Prop extends AnyRef\n\n- Source\n: Logic.scala\n\nLinear Supertypes\n\n"
+        "AnyRef, Any\n\nKnown Subclasses\n\nAnd, AtMostOne, Eq, False, Not, Or, Sym, True\n"
+    )
+
+
+def test_a_table_in_a_table_or_a_term_keeps_its_rows():
+    # BoostBook's parameters: a table in a cell of a table in a list item; the inner rows
+    # were glued ("ch The source character.first The bottom of the range, inclusive.last")
+    text = _checked("boost181-xpressive-c-regex-traits.html.gz").text
+    assert (
+        "Parameters:\nch | The source character.\nfirst | The bottom of the range, inclusive.\n"
+        "last | The top of the range, inclusive.\nReturns: | first <= ch && ch <= last."
+    ) in text
+    # odoc's record type: its fields, a table in the definition's term, were glued
+    text = _checked("ocamlgraph200-dominator-make-graph.html.gz").text
+    assert (
+        "- `type dom_functions = {`\nidom : idom;\nidoms : idoms;\ndom_tree : dom_tree;\n" in text
+    )

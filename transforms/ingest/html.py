@@ -43,6 +43,7 @@ backslash escapes trafilatura added to it (`without_escapes`: ``<name>``, not ``
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import re
@@ -95,7 +96,13 @@ _HEADERLINK_XPATH = XPath(
     # Haddock's "Source" link and "#" permalink after each declaration's signature
     " or (contains(concat(' ', normalize-space(@class), ' '), ' selflink ')"
     "     or contains(concat(' ', normalize-space(@class), ' '), ' link '))"
-    "    and ancestor::*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]]"
+    "    and ancestor::*[contains(concat(' ', normalize-space(@class), ' '), ' src ')]"
+    # a heading's link to itself that shows a sign only (Apache httpd's `a.permalink`, "¶")
+    " or (starts-with(@href, '#') and not(*)"
+    "     and contains('|¶|§|#|🔗|', concat('|', normalize-space(), '|'))"
+    "     and normalize-space() != ''"
+    "     and (ancestor::h1 or ancestor::h2 or ancestor::h3 or ancestor::h4 or ancestor::h5"
+    "          or ancestor::h6))]"
 )
 _LANG_META_XPATH = XPath(
     "//meta[translate(@http-equiv, 'CONTENTLAGU', 'contentlagu')='content-language']/@content"
@@ -167,6 +174,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _articles_are_no_containers(tree)
     _sections_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
+    _scaladoc_layout_as_content(tree)
     _admonition_titles_are_no_boilerplate(tree)
     _code_captions_are_content(tree)
     _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
@@ -195,6 +203,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _box_titles_as_text(tree)
     _tables_in_items_as_lines(tree)
     _lists_in_cells_as_text(tree)
+    _line_broken_code_as_preformatted(tree)
     _preformatted_as_code(tree)
     _whitespace_collapsed(tree)
     mark_definitions(tree)
@@ -800,7 +809,15 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
       a list that is not compact). An author box, share bar or list of related posts outside
       the page's sections stays discarded, and so does a menu's item, a link and no paragraph
       (SQLite's ``li#search_menubutton``).
+    - an element inside a heading (``h1``-``h6``): a heading names its section, and what
+      it holds is its text, never a site's widget. Apache httpd's manual writes a
+      directive's heading ``<h2><span id="LDAPSharedCacheFile">LDAPSharedCacheFile</span>
+      Directive</h2>``, and "share" in the id took the name out ("## Directive").
     """
+    for heading in tree.iter(*_HEADING_TAGS):
+        for element in heading.iterdescendants():
+            if element.get("id") and _discarded_for(element.tag, "id", element.get("id")):
+                del element.attrib["id"]
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
         listed = tag in ("dt", "dd", "li")
@@ -842,6 +859,74 @@ _ADMONITIONS_XPATH = XPath(
     "//*[contains(concat(' ', normalize-space(@class), ' '), ' admonition ')]"
     "[contains(@class, 'admonition-')]"
 )
+
+
+# Scaladoc's doc comments (`cmt`) and a type's comment block (`div#comment.fullcommenttop`,
+# which holds its attributes, "Source", "Since", even where no comment was written)
+_DOC_COMMENTS_XPATH = XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' cmt ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' fullcommenttop ')]"
+)
+_FOLDED_XPATH = XPath(
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' toggleContainer ')]"
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' hiddenContent ')]"
+)
+_DOC_COMMENT_IN_XPATH = XPath(".//*[contains(concat(' ', normalize-space(@class), ' '), ' cmt ')]")
+_SHORT_COMMENTS_XPATH = XPath(
+    "//p[contains(concat(' ', normalize-space(@class), ' '), ' shortcomment ')]"
+    "[following-sibling::*[1][self::div]"
+    "[contains(concat(' ', normalize-space(@class), ' '), ' fullcomment ')]]"
+)
+
+
+def _scaladoc_layout_as_content(tree: HtmlElement) -> None:
+    """Scaladoc's documentation comments as content, each once, and its folded lists.
+
+    Scaladoc marks every doc comment with the class ``cmt`` and writes a type's or member's
+    description as ``<div class="comment cmt">`` (a type's inside ``div#comment``), which
+    trafilatura prunes as a blog's reader comments (an id or class starting "comment"): of
+    the Scala library's pages, every description but a member's first sentence went (37% of
+    their text). Those ids and class names go from a doc comment and the elements around it.
+    A member's first sentence, shown in its summary (``p.shortcomment``) beside the whole
+    comment that a click unfolds (``div.fullcomment``), goes where the whole comment starts
+    with it: the description is then written once. A type's lists that a click unfolds
+    ("Linear Supertypes", "Known Subclasses": ``div.toggleContainer`` > ``div.hiddenContent``,
+    which trafilatura prunes for "hidden") are kept with their label, as a ``<details>`` is.
+    The type's owner ("scala.tools.nsc.transform.patmat.Logic.PropositionalLogic", a link to
+    each package, above its ``<h1>``) is text, under the heading: a line of links before it,
+    trafilatura took the heading for boilerplate too and the page lost its title.
+    """
+    for owner in tree.xpath("//div[@id='definition']/p[@id='owner']"):
+        heading = owner.getnext()
+        if heading is None or heading.tag != "h1":
+            continue
+        for link in owner.findall(".//a"):
+            link.drop_tag()
+        owner.tail = None  # the whitespace between it and the heading
+        heading.addnext(owner)  # moves it
+    for folded in _FOLDED_XPATH(tree):
+        folded.set(
+            "class", " ".join(c for c in folded.get("class", "").split() if c != "hiddenContent")
+        )
+    for comment in _DOC_COMMENTS_XPATH(tree):
+        for element in (comment, *comment.iterancestors()):
+            if element.tag in ("body", "html"):
+                break
+            if _discarded_for(element.tag, "id", element.get("id") or ""):
+                del element.attrib["id"]
+            classes = (element.get("class") or "").split()
+            kept = [c for c in classes if not _READER_COMMENT.match(c)]
+            if kept != classes:
+                element.set("class", " ".join(kept))
+    for short in _SHORT_COMMENTS_XPATH(tree):
+        full = short.getnext()
+        text = _plain(short.text_content())
+        whole = next(iter(_DOC_COMMENT_IN_XPATH(full)), None)
+        if text and whole is not None and _plain(whole.text_content()).startswith(text):
+            short.drop_tree()
+
+
+_READER_COMMENT = re.compile(r"[Cc]omment(?!ary)")  # trafilatura's class of reader comments
 
 
 def _admonition_titles_are_no_boilerplate(tree: HtmlElement) -> None:
@@ -1054,7 +1139,18 @@ _WIDGETS_XPATH = XPath(
     " or contains(concat(' ', normalize-space(@class), ' '), ' notable-traits ')]"
     # the same "1.55.0 · source" as a `div.rightside` before a trait item's `<h4>`
     " | //div[contains(concat(' ', normalize-space(@class), ' '), ' rightside ')]"
+    # Scaladoc's member filter over a type's members ("Ordering: Alphabetic, By Inheritance;
+    # Inherited: ...; Hide All, Show All; Visibility: Public, All"), around its text input
+    " | //div[@id='mbrsel'][.//input]"
+    # and its "Related Docs: object ArrayStack | package mutable" under a type's `<h1>`, in an
+    # `<h3>`: a heading of links beside it, trafilatura dropped the `<h1>` too
+    " | //span[contains(concat(' ', normalize-space(@class), ' '), ' morelinks ')]"
 )
+
+
+def page_widgets(tree: HtmlElement) -> list[HtmlElement]:
+    """The page's furniture that `_drop_widgets` removes (`_WIDGETS_XPATH`): no content."""
+    return _WIDGETS_XPATH(tree)
 
 
 # a link target with nothing to show (rustdoc's `<a class="anchor">` before each heading)
@@ -1119,11 +1215,14 @@ def _drop_widgets(tree: HtmlElement) -> None:
     ``<a><code>bytes</code></a>``): a short paragraph with two of them read as a link list,
     and rustdoc's description of `std::io::Bytes` was lost.
     """
-    for widget in _WIDGETS_XPATH(tree):
+    for widget in page_widgets(tree):
         if widget.getparent() is not None:
             widget.drop_tree()  # keeps its tail
     for anchor in _EMPTY_ANCHORS_XPATH(tree):
         anchor.drop_tree()
+    titles = _TITLE_XPATH(tree)
+    own_title = _plain(titles[0].text_content()) if titles else ""
+    named = _named_by_title(own_title, tree) if own_title else None
     for heading in list(tree.iter(*_HEADING_TAGS)):
         links = list(heading.iter("a"))
         outside = heading.text_content()
@@ -1131,8 +1230,19 @@ def _drop_widgets(tree: HtmlElement) -> None:
             outside = outside.replace(link.text_content(), "", 1)
         # a heading that is one link is a site's banner: left to prune; not where it heads
         # prose (gi-docgen's list of a type's functions and methods, each an `<h6>` that
-        # links to the function's page over its summary: PangoLayout's kept 24 of 67)
-        if outside.strip() or _heads_prose(heading):
+        # links to the function's page over its summary: PangoLayout's kept 24 of 67), nor
+        # where it is the heading the page's `<title>` names (Scaladoc's `<h1><a>ArrayStack
+        # </a></h1>`, a link to the companion object, under "ArrayStack - Scala Standard
+        # Library 2.11.12 - ...")
+        if (
+            outside.strip()
+            or _heads_prose(heading)
+            or (
+                named is not None
+                and heading.tag in ("h1", "h2")
+                and _plain(heading.text_content()) == named
+            )
+        ):
             for link in links:
                 link.drop_tag()
             continue
@@ -1560,10 +1670,12 @@ def _nested_inline_code_as_text(tree: HtmlElement) -> None:
     code, out of order, and lost text after it (Go's "of the form <code><i>type</i>_<i>field
     </i></code>. Struct sizes are ..." came out "of the form *type*_*field**type*__size", two
     sentences gone; Sphinx's ``./locale/<em>language</em>/LC_MESSAGES/sphinx.mo`` had its
-    tail moved after the next sentence; Texinfo's ``<code><var>ll</var>.po</code>``).
+    tail moved after the next sentence; Texinfo's ``<code><var>ll</var>.po</code>``). Bold
+    too: Scaladoc's "``<code><b>true</b></code> if this collection is known to have finite
+    size, <code><b>false</b></code> otherwise." came out "**true****false**".
     """
     for code in list(tree.iter(*_INLINE_CODE)):
-        if not any(d.tag in _INLINE_CODE or d.tag in _EMPHASIS for d in code.iterdescendants()):
+        if not any(d.tag in _INLINE_CODE or d.tag in _MARKED for d in code.iterdescendants()):
             continue
         if any(a.tag == "pre" or a.tag in _INLINE_CODE for a in code.iterancestors()):
             continue  # in a block of code, or inside the outer span flattened here
@@ -1574,6 +1686,7 @@ def _nested_inline_code_as_text(tree: HtmlElement) -> None:
 
 
 _EMPHASIS = ("em", "i", "var", "cite")
+_MARKED = (*_EMPHASIS, "b", "strong")  # what trafilatura writes with marks of its own
 
 
 def _in_pre(element: HtmlElement) -> bool:
@@ -1907,7 +2020,18 @@ def _list_start(listing: HtmlElement) -> int:
 
 
 # where trafilatura writes a table as one run of text, and the job writes a row to a line
-_TABLES_AS_LINES_IN = ("li", "dd", "blockquote")
+_TABLES_AS_LINES_IN = ("li", "dt", "dd", "blockquote")
+
+
+def _cell_lines(cell: HtmlElement) -> list[str]:
+    """The lines of a table cell's text, as a browser breaks them at its ``<br>``s."""
+    if next(cell.iter("br"), None) is None:
+        text = _plain(cell.text_content())
+        return [text] if text else []
+    marked = copy.deepcopy(cell)
+    for br in marked.iter("br"):
+        br.tail = "\ue000" + (br.tail or "")
+    return [line for line in map(_plain, marked.text_content().split("\ue000")) if line]
 
 
 def _tables_in_items_as_lines(tree: HtmlElement) -> None:
@@ -1925,6 +2049,7 @@ def _tables_in_items_as_lines(tree: HtmlElement) -> None:
     fractional seconds: SS.SSS ...", on one line: 27 "list" violations of the development
     set's SQLite pages).
     """
+    made: set[HtmlElement] = set()  # the blocks made of tables: a cell holding one has lines
     for table in reversed(list(tree.iter("table"))):  # inner tables first
         if table.getparent() is None:
             continue
@@ -1935,14 +2060,25 @@ def _tables_in_items_as_lines(tree: HtmlElement) -> None:
         block = table.makeelement("p", {})
         lines = [_plain(c.text_content()) for c in table.iter("caption")]
         for row in table.iter("tr"):
-            cells = [_plain(c.text_content()) for c in row if c.tag in ("td", "th")]
-            lines.append(" | ".join(c for c in cells if c))
+            cells = [
+                _cell_lines(c)
+                if any(p in made for p in c.iter("p"))
+                else [_plain(c.text_content())]
+                for c in row
+                if c.tag in ("td", "th")
+            ]
+            cells = [c for c in cells if c and c[0]]
+            if all(len(c) == 1 for c in cells):
+                lines.append(" | ".join(c[0] for c in cells))
+            else:  # a cell of lines (a table in it, made lines first): each a line
+                lines.extend(line for c in cells for line in c)
         for line in filter(None, lines):  # each after a line break: the first one too
             br = block.makeelement("br", {})
             br.tail = line
             block.append(br)
         block.tail = table.tail
         table.getparent().replace(table, block)
+        made.add(block)
 
 
 def _is_block(el: HtmlElement) -> bool:
@@ -2055,6 +2191,48 @@ def _div_text_as_paragraphs(div: HtmlElement) -> None:
 
 
 _BLANK_LINE = re.compile(r"(?<=\n)(?=\n)")  # the place of an empty line's text
+
+
+_CODE_TAGS = ("code", "tt", "samp", "kbd")
+
+
+def _line_broken_code_as_preformatted(tree: HtmlElement) -> None:
+    """Inline code of several lines (``<br>`` between them) that is all of its paragraph, as
+    a ``<pre>`` of those lines.
+
+    Hand-written pages show a listing so: Apache httpd's manual writes its examples
+    ``<div class="example"><p><code># Unknown HTTP method<br>WOW / HTTP/1.0<br>...</code>
+    </p></div>``, which a browser shows as lines of code and trafilatura wrote as one inline
+    code span and loose lines, a comment line ("# Lowercase HTTP method") a heading. Each line
+    is what a browser shows: its whitespace collapsed (no-break spaces, the pages'
+    indentation, kept). Code of one line, code inside a ``<pre>`` and code beside other text of
+    its paragraph stay inline.
+    """
+    for code in list(tree.iter(*_CODE_TAGS)):
+        parent = code.getparent()
+        if parent is None or parent.tag != "p" or next(code.iter("br"), None) is None:
+            continue
+        if _in_pre(code) or any(a.tag in _CODE_TAGS for a in code.iterancestors()):
+            continue
+        if len(parent) != 1 or (parent.text or "").strip() or (code.tail or "").strip():
+            continue
+        marked = copy.deepcopy(code)
+        for br in marked.iter("br"):
+            br.tail = "\ue000" + (br.tail or "")
+        lines = [
+            _HTML_WHITESPACE.sub(" ", line).strip(" ").replace("\xa0", " ")
+            for line in marked.text_content().split("\ue000")
+        ]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if len(lines) < 2:
+            continue
+        pre = parent.makeelement("pre", {})
+        pre.text = "\n".join(lines)
+        pre.tail = parent.tail
+        parent.getparent().replace(parent, pre)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:
