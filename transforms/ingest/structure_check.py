@@ -42,6 +42,7 @@ from transforms.ingest.html import (
     in_cell,
     in_cell_of_a_top_table,
     navigation_lines,
+    page_widgets,
     shown_text,
 )
 
@@ -117,6 +118,10 @@ def generator_of(tree: HtmlElement) -> str:
     # and the page's last words: Texinfo's "This document was generated ... using texi2any",
     # MkDocs' "Built with MkDocs"
     body += " " + _plain(" ".join(tree.xpath("//body//text()")[-40:])).casefold()
+    # Scaladoc names itself nowhere; its type pages hold the member filter, its pages load
+    # lib/template.js (checked first: a Scala type's comment may name Javadoc)
+    if tree.xpath("//div[@id='mbrsel'] | //script[contains(@src, 'lib/template.js')]"):
+        return "scaladoc"
     for needle, name in (
         ("haddock", "haddock"),
         ("gi-docgen", "gi-docgen"),
@@ -223,7 +228,8 @@ def _heading_content(tree: HtmlElement) -> dict[str, int]:
     in_page = {a for a in tree.iter("a") if (a.get("href") or "").partition("#")[2] in ids - {""}}
     # and the lines of links to the next, previous and parent page, which the job drops
     # (Texinfo's "Next: ..., Previous: ..., Up: ..." between MPFR's title and its Top node)
-    navigation = set(navigation_lines(tree))
+    # (and the widgets it drops: Scaladoc's member filter under a type's signature)
+    navigation = set(navigation_lines(tree)) | set(page_widgets(tree))
     sections: list[list] = []  # [text, characters]
     # An element's tail follows its whole subtree: it counts at the element's end, in the
     # section open there (the authors after Erlang's `div.exports-body` of functions are
