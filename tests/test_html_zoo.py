@@ -1138,3 +1138,22 @@ def test_a_table_in_a_table_or_a_term_keeps_its_rows():
     assert (
         "- `type dom_functions = {`\nidom : idom;\nidoms : idoms;\ndom_tree : dom_tree;\n" in text
     )
+
+
+def test_overflow_hidden_hides_nothing():
+    # cppreference's box "Members identical to std::promise" is a
+    # <div style="overflow: hidden; border: ...">: trafilatura pruned it whole for "hidden"
+    words = " ".join(f"word{i}" for i in range(60))
+    page = _page(
+        "std::experimental::promise",
+        f"<p>{words}.</p>"
+        '<div style="overflow: hidden; margin: 1em 0 0 0; border: 1px solid #aaa">'
+        "<h2>Members identical to std::promise</h2><p>Destructs the promise object and"
+        " releases its shared state when it holds the last reference to it.</p></div>"
+        '<div style="visibility: hidden">An invisible note.</div>'
+        '<div style="overflow-x:hidden; display: none">A folded note.</div>',
+    )
+    text = html_to_markdown(page).text
+    assert "## Members identical to std::promise\n\nDestructs the promise object" in text
+    # what a style does hide stays out
+    assert "invisible" not in text and "folded" not in text

@@ -164,6 +164,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         return HtmlExtraction(text="")
     redirect = redirect_target(tree)
     _drop_headerlinks(tree)
+    _clipping_is_no_hiding(tree)
     _manpage_header_in_content(tree)
     _doxygen_layout_as_text(tree)
     # navigation first: a section that opens with a button bar (texi2any) opens with its
@@ -518,6 +519,25 @@ def _load_html(html: str | bytes) -> HtmlElement | None:
             f"(libxml2 with XML_PARSE_HUGE: {limit.message})"
         )
     return deep
+
+
+_CLIPPING = re.compile(r"overflow(?:-[xy])?\s*:\s*hidden\s*(?:!important\s*)?;?", re.IGNORECASE)
+
+
+def _clipping_is_no_hiding(tree: HtmlElement) -> None:
+    """Take ``overflow: hidden`` out of inline styles: it clips what overflows, and hides nothing.
+
+    trafilatura prunes every element whose style says "hidden" (``visibility: hidden`` and
+    ``overflow: hidden`` alike): cppreference's box "Members identical to std::promise",
+    ``<div style="overflow: hidden; border: ...">``, went whole, heading, member table and
+    all. ``visibility: hidden`` and ``display: none`` stay, and so does their pruning.
+    """
+    for element in tree.xpath("//*[contains(@style, 'hidden')]"):
+        style = _CLIPPING.sub("", element.get("style", ""))
+        if style.strip():
+            element.set("style", style)
+        else:
+            del element.attrib["style"]
 
 
 def _drop_headerlinks(tree: HtmlElement) -> None:
