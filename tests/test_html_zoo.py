@@ -1157,3 +1157,24 @@ def test_overflow_hidden_hides_nothing():
     assert "## Members identical to std::promise\n\nDestructs the promise object" in text
     # what a style does hide stays out
     assert "invisible" not in text and "folded" not in text
+
+
+def test_scribbles_code_and_definitions_are_code_blocks():
+    # Racket's documentation (Scribble) numbers its headings "5.8<tt>&nbsp;</tt>More ..."
+    # (read "5.8More Structure Type Options") and writes code as tables, a row to a line:
+    # each line was a paragraph, an example's ASCII drawing a rule, a grammar one glued row
+    text = _checked("racket87-guide-define-struct.html.gz").text
+    assert "\n#### 5.8 More Structure Type Options\n" in text
+    assert (
+        "```\n(struct struct-id maybe-super (field ...)\n        struct-option ...)\n\n"
+        "maybe-super =\n| super-id\n\nfield = field-id\n| [field-id field-option ...]\n```"
+    ) in text
+    # an example: its inputs (one over several lines) and its outputs, one block
+    assert "> (struct cake (candles)\n          #:methods gen:custom-write\n" in text
+    assert "> (display (cake 5))\n   .....\n .-|||||-.\n |       |\n-----------\n```" in text
+    # a definition's box: its signature and its arguments' contracts, its label before it
+    text = _checked("racket87-reference-objectutils.html.gz").text
+    assert (
+        "procedure\n\n```\n(object-info object) → (or/c class? #f) boolean?\n"
+        "  object : object?\n```"
+    ) in text

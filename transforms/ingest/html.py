@@ -178,6 +178,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _scaladoc_layout_as_content(tree)
     _admonition_titles_are_no_boilerplate(tree)
     _code_captions_are_content(tree)
+    _scribble_code_as_preformatted(tree)
     _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
     _signature_links_as_text(tree)
@@ -1777,13 +1778,18 @@ def _inline_code_on_one_line(tree: HtmlElement) -> None:
     that swallows the text after it, and every later fence and heading is read inverted.
 
     Empty inline code goes: trafilatura wrote PostgreSQL's ``<code class="returnvalue"></code>``
-    before an example's result as an empty fenced block in the middle of a table row.
+    before an example's result as an empty fenced block in the middle of a table row. Inline
+    code of whitespace alone is the space a browser shows: Scribble (Racket's documentation)
+    numbers its headings ``1.13<tt>&nbsp;</tt>Signaturen``, which read "1.13Signaturen".
     """
     for code in list(tree.iter(*_INLINE_CODE)):
         if _in_pre(code):
             continue
-        if not code.text_content().strip():
+        content = code.text_content()
+        if not content.strip():
             if code.getparent() is not None:
+                if content:
+                    code.tail = " " + (code.tail or "")
                 code.drop_tree()  # keeps its tail
             continue
         for node in code.iter():
@@ -1826,29 +1832,153 @@ _LINE_NUMBERS = re.compile(r"[\s\d\u00a0]*")
 
 
 def _layout_tables_unwrapped(tree: HtmlElement) -> None:
-    """Replace a one-row table that only lays out a ``<pre>`` with the cell that holds it.
+    """Replace a table that only lays out ``<pre>`` blocks with the cells that hold them.
 
     gtk-doc puts each listing in a ``<table class="listing_frame">`` of two cells, the line
     numbers' ``<pre>`` and the code's; Pygments' ``linenos`` does the same; texi2html indents
     every example with ``<table><tr><td>&nbsp;</td><td><pre class="example">``. As a table
     row, the code became ```` | ``` 1 2 3 ``` | ``` typedef struct {...} ``` | ````: its lines
-    joined, its fences mid-line. A table of one row, one of whose cells holds a ``<pre>`` and
-    whose other cells hold nothing but whitespace and digits, becomes that cell's content.
+    joined, its fences mid-line. A table each of whose rows has one cell of content (its
+    other cells hold nothing but whitespace and digits), and some of those a ``<pre>``,
+    becomes those cells' content, a row after a row: Scribble (Racket's documentation) lays
+    out an example's inputs and results so, a row each. A table of several rows with a
+    header cell is data (PostgreSQL's function tables, a function to a row): left.
     """
     for table in reversed(list(tree.iter("table"))):  # inner tables first
         rows = _TABLE_ROWS_XPATH(table)
-        if len(rows) != 1 or table.getparent() is None:
+        if not rows or table.getparent() is None:
             continue
-        cells = [c for c in rows[0] if c.tag in ("td", "th")]
-        content = [c for c in cells if not _LINE_NUMBERS.fullmatch(c.text_content())]
-        if len(content) != 1 or next(content[0].iter("pre"), None) is None:
+        if len(rows) > 1 and next(table.iter("th"), None) is not None:
+            continue  # a table of data, headed (PostgreSQL's function tables, a row each)
+        content = []
+        for row in rows:
+            cells = [c for c in row if c.tag in ("td", "th")]
+            kept = [c for c in cells if not _LINE_NUMBERS.fullmatch(c.text_content())]
+            if len(kept) > 1:
+                break
+            content += kept
+        else:
+            if not any(next(c.iter("pre"), None) is not None for c in content):
+                continue
+            block = table.makeelement("div", {})
+            for cell in content:
+                part = block.makeelement("div", {})
+                part.text = cell.text
+                part.extend(list(cell))  # moves the children, tails included
+                block.append(part)
+            block.tail = table.tail
+            table.getparent().replace(table, block)
+
+
+# Scribble's code and grammars: a table of a row to a line, its indentation in `span.hspace`
+# no-break spaces
+_SCRIBBLE_CODE_XPATH = XPath(
+    "//table[contains(concat(' ', normalize-space(@class), ' '), ' RktBlk ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' specgrammar ')]"
+    "[not(ancestor::table[contains(concat(' ', normalize-space(@class), ' '), ' RktBlk ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' specgrammar ')])]"
+)
+
+
+def _code_lines(element: HtmlElement) -> list[str]:
+    """The lines of code `element` shows, broken at its ``<br>``s, no-break spaces as spaces."""
+    if next(element.iter("br"), None) is not None:
+        element = copy.deepcopy(element)
+        for br in element.iter("br"):
+            br.tail = "\ue000" + (br.tail or "")
+    text = element.text_content().replace("\xa0", " ")
+    return [line.rstrip() for line in text.split("\ue000")]
+
+
+def _scribble_lines(table: HtmlElement) -> list[str]:
+    """The lines of a Scribble code table: a row's text (a row of several cells, a grammar's
+    or a signature's, one line), or the lines of the tables in it, each a block (an expression
+    over several lines after the row's "> " prompt, a procedure's arguments' contracts)."""
+    lines: list[str] = []
+    for row in _TABLE_ROWS_XPATH(table):
+        cells = [c for c in row if c.tag in ("td", "th")]
+        inner = [t for t in row.iterdescendants("table") if _outer_table(t) is table]
+        if not inner:
+            if len(cells) > 1:
+                text = " ".join(c.text_content().replace("\xa0", " ").strip() for c in cells)
+                lines.append(" ".join(text.split()))
+            else:
+                lines += _code_lines(row)
             continue
-        cell = content[0]
-        block = table.makeelement("div", {})
-        block.text = cell.text
-        block.extend(list(cell))  # moves the children, tails included
-        block.tail = table.tail
-        table.getparent().replace(table, block)
+        marked = copy.deepcopy(row)
+        for t in [t for t in marked.iterdescendants("table") if _outer_table(t) is None]:
+            marker = t.makeelement("span", {})
+            marker.text = "\ue001"
+            marker.tail = t.tail
+            t.getparent().replace(t, marker)
+        texts = marked.text_content().replace("\xa0", " ").split("\ue001")
+        if len(cells) > 1:  # a signature's cells around a table of its results
+            texts = [" ".join(t.split()) for t in texts]
+            texts = [t and (f"{t} " if k == 0 else f" {t}") for k, t in enumerate(texts)]
+        prefix = texts[0]
+        for k, t in enumerate(inner):
+            nested = _scribble_lines(t) or [""]
+            if prefix.strip():
+                nested[0] = prefix + nested[0]
+            lines += nested
+            prefix = texts[k + 1]
+            if prefix.strip() and k + 1 == len(inner):
+                lines[-1] += prefix  # after the last table, on its line
+            elif prefix.strip():
+                lines.append(prefix.strip())
+                prefix = ""
+        lines[-1] = lines[-1].rstrip()
+    return lines
+
+
+def scribble_code_tables(tree: HtmlElement) -> list[HtmlElement]:
+    """Scribble's tables that `_scribble_code_as_preformatted` writes as code blocks."""
+    return [*_SCRIBBLE_BOXES_XPATH(tree), *_SCRIBBLE_CODE_XPATH(tree)]
+
+
+def _outer_table(element: HtmlElement) -> HtmlElement | None:
+    """The nearest ``<table>`` around `element`, None where there is none."""
+    return next(element.iterancestors("table"), None)
+
+
+_SCRIBBLE_BOXES_XPATH = XPath(
+    "//table[contains(concat(' ', normalize-space(@class), ' '), ' RBoxed ')]"
+    "[not(ancestor::table[contains(concat(' ', normalize-space(@class), ' '), ' RBoxed ')])]"
+)
+_SCRIBBLE_LABELS_XPATH = XPath(
+    ".//div[contains(concat(' ', normalize-space(@class), ' '), ' RBackgroundLabel ')]"
+)
+
+
+def _scribble_code_as_preformatted(tree: HtmlElement) -> None:
+    """Scribble's code blocks (``table.RktBlk``, a row to a line) as a ``<pre>`` of their lines.
+
+    Racket's documentation writes its examples and listings so: trafilatura wrote each line
+    a paragraph, an example's comment or ASCII drawing a heading or a rule ("-----------").
+    A form's grammar (``table.specgrammar``: "maybe-super = ", "| super-id", a cell each) is
+    lines of code too, its cells joined by a space, and so is a definition's box
+    (``table.RBoxed``: the form or the procedure's signature, its arguments' contracts), whose
+    cells trafilatura wrote as one row ("(object-info object) | → | (or/c class? #f) |
+    boolean?"); the box's label ("procedure", "syntax") is a line before it.
+    """
+    for box in _SCRIBBLE_BOXES_XPATH(tree):
+        labels = [_plain(label.text_content()) for label in _SCRIBBLE_LABELS_XPATH(box)]
+        for label in _SCRIBBLE_LABELS_XPATH(box):
+            label.drop_tree()
+        pre = box.makeelement("pre", {})
+        pre.text = "\n".join(_scribble_lines(box))
+        pre.tail = box.tail
+        box.getparent().replace(box, pre)
+        if labels and labels[0]:
+            kind = pre.makeelement("p", {})
+            kind.text = labels[0]
+            pre.addprevious(kind)
+    for table in _SCRIBBLE_CODE_XPATH(tree):
+        lines = _scribble_lines(table)
+        pre = table.makeelement("pre", {})
+        pre.text = "\n".join(lines)
+        pre.tail = table.tail
+        table.getparent().replace(table, pre)
 
 
 _BLOCK_TAGS = frozenset(

@@ -43,6 +43,7 @@ from transforms.ingest.html import (
     in_cell_of_a_top_table,
     navigation_lines,
     page_widgets,
+    scribble_code_tables,
     shown_text,
 )
 
@@ -373,8 +374,9 @@ def check_page(
     row_text = "\n".join(
         " ".join(line.replace("|", " ").replace("*", "").replace("`", "").split()) for line in lines
     )
+    code_tables = set(scribble_code_tables(tree))  # the job writes them as code: lines
     for item in tree.xpath("//li|//tr|//dt|//dd"):
-        if any(a.tag == "pre" for a in item.iterancestors()):
+        if any(a.tag == "pre" or a in code_tables for a in item.iterancestors()):
             continue
         if item.tag in ("dt", "dd") and set(NOTE_CLASSES) & set(
             (item.getparent().get("class") or "").split()
