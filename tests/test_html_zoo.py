@@ -1178,3 +1178,25 @@ def test_scribbles_code_and_definitions_are_code_blocks():
         "procedure\n\n```\n(object-info object) → (or/c class? #f) boolean?\n"
         "  object : object?\n```"
     ) in text
+
+
+def test_a_list_of_no_items_is_text_and_a_source_link_is_furniture():
+    # LDoc's "See also:" and "Returns:" are a <ul>/<ol> of text and no <li>: an empty item
+    # and an indented line, its "-" a heading's underline under the description before it
+    text = _checked("penlight113-pl-list.html.gz").text
+    assert (
+        "- **List:__tostring ()**\n: How our list should be rendered as a string. Uses join().\n"
+        "  **See also:**\n  List:join"
+    ) in text
+    # nimdoc's "Source" and "Edit" links under a proc: a description of them alone was a
+    # link list, and trafilatura dropped it with the proc's signature
+    text = _checked("nim16-socketstreams.html.gz").text
+    assert ("# Procs\n\n```\nproc newReadSocketStream(s: Socket): owned ReadSocketStream") in text
+    assert "Source Edit" not in text
+
+
+def test_a_definitions_own_definition_list_is_content():
+    # tcllib's doctools: a command's options, `<dl class="doctools_options">` in its <dd>,
+    # went whole ("options" in a class is a site's option panel to trafilatura)
+    text = _checked("tcllib121-tar.html.gz").text
+    assert "  - **-quick**\n  : The only sure way to find the position in the *tarball*" in text

@@ -182,6 +182,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _code_spans_as_code(tree)  # before _drop_widgets, which makes links to code text
     _drop_widgets(tree)
     _signature_links_as_text(tree)
+    _bare_lists_as_text(tree)
     _div_text_in_paragraphs(tree)  # before links become text: a bar of links stays one
     _toctree_links_as_text(tree)
     _section_paragraph_links_as_text(tree)
@@ -831,7 +832,8 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
       the page's sections stays discarded, and so does a menu's item, a link and no paragraph
       (SQLite's ``li#search_menubutton``).
     - an element inside a heading (``h1``-``h6``): a heading names its section, and what
-      it holds is its text, never a site's widget. Apache httpd's manual writes a
+      it holds is its text, never a site's widget (and a definition list inside a
+      definition's description loses its class, below). Apache httpd's manual writes a
       directive's heading ``<h2><span id="LDAPSharedCacheFile">LDAPSharedCacheFile</span>
       Directive</h2>``, and "share" in the id took the name out ("## Directive").
     """
@@ -839,6 +841,12 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
         for element in heading.iterdescendants():
             if element.get("id") and _discarded_for(element.tag, "id", element.get("id")):
                 del element.attrib["id"]
+    # a definition list inside a definition's description: its class too (tcllib's
+    # doctools write a command's options as `<dl class="doctools_options">` in its `<dd>`,
+    # and trafilatura discards a list whose class holds "options", a site's option panel)
+    for nested in tree.xpath("//dd//dl[@class]"):
+        if _discarded_for("list", "class", nested.get("class")):
+            del nested.attrib["class"]
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
         listed = tag in ("dt", "dd", "li")
@@ -1166,6 +1174,10 @@ _WIDGETS_XPATH = XPath(
     # and its "Related Docs: object ArrayStack | package mutable" under a type's `<h1>`, in an
     # `<h3>`: a heading of links beside it, trafilatura dropped the `<h1>` too
     " | //span[contains(concat(' ', normalize-space(@class), ' '), ' morelinks ')]"
+    # nimdoc's "Source" and "Edit" links under each proc's signature (the repository's file
+    # and its editor): a proc's description of these links alone was a link list to
+    # trafilatura, which dropped it with the proc's signature
+    " | //a[contains(concat(' ', normalize-space(@class), ' '), ' link-seesrc ')]"
 )
 
 
@@ -2233,6 +2245,25 @@ def _tables_in_items_as_lines(tree: HtmlElement) -> None:
 
 def _is_block(el: HtmlElement) -> bool:
     return el.tag in _BLOCK_TAGS or any(d.tag in _BLOCK_TAGS for d in el.iterdescendants())
+
+
+def _bare_lists_as_text(tree: HtmlElement) -> None:
+    """A ``<ul>`` or ``<ol>`` with no item, only text and inline elements, as a paragraph.
+
+    LDoc (Lua's) writes a function's "Returns:" and "See also:" so (``<ol>true or
+    false</ol>``, ``<ul><a href=...>List:join</a></ul>``), which a browser shows as indented
+    text, no marker. trafilatura wrote an empty item and the text on an indented line after
+    it ("-\n         List:join"): a line of "-" alone under the paragraph before it, which
+    Markdown reads as a heading's underline ("List:__tostring () : How our list ..." a
+    heading).
+    """
+    for bare in list(tree.iter("ul", "ol")):
+        if not (bare.text or "").strip() and not len(bare):
+            continue
+        if any(child.tag == "li" or _is_block(child) for child in bare):
+            continue
+        bare.tag = "p"
+        bare.attrib.clear()
 
 
 def _div_text_in_paragraphs(tree: HtmlElement) -> None:
