@@ -844,8 +844,13 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
     # a definition list inside a definition's description: its class too (tcllib's
     # doctools write a command's options as `<dl class="doctools_options">` in its `<dd>`,
     # and trafilatura discards a list whose class holds "options", a site's option panel)
-    for nested in tree.xpath("//dd//dl[@class]"):
-        if _discarded_for("list", "class", nested.get("class")):
+    for nested in tree.iter("dl"):
+        classes = nested.get("class")
+        if (
+            classes
+            and _discarded_for("list", "class", classes)
+            and any(a.tag == "dd" for a in nested.iterancestors())
+        ):
             del nested.attrib["class"]
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
@@ -893,16 +898,19 @@ _ADMONITIONS_XPATH = XPath(
 # Scaladoc's doc comments (`cmt`) and a type's comment block (`div#comment.fullcommenttop`,
 # which holds its attributes, "Source", "Since", even where no comment was written)
 _DOC_COMMENTS_XPATH = XPath(
-    "//*[contains(concat(' ', normalize-space(@class), ' '), ' cmt ')"
+    "//*[contains(@class, 'cmt') or contains(@class, 'fullcommenttop')]"  # the cheap test first
+    "[contains(concat(' ', normalize-space(@class), ' '), ' cmt ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' fullcommenttop ')]"
 )
 _FOLDED_XPATH = XPath(
-    "//*[contains(concat(' ', normalize-space(@class), ' '), ' toggleContainer ')]"
+    "//*[contains(@class, 'toggleContainer')]"
+    "[contains(concat(' ', normalize-space(@class), ' '), ' toggleContainer ')]"
     "//*[contains(concat(' ', normalize-space(@class), ' '), ' hiddenContent ')]"
 )
 _DOC_COMMENT_IN_XPATH = XPath(".//*[contains(concat(' ', normalize-space(@class), ' '), ' cmt ')]")
 _SHORT_COMMENTS_XPATH = XPath(
-    "//p[contains(concat(' ', normalize-space(@class), ' '), ' shortcomment ')]"
+    "//p[contains(@class, 'shortcomment')]"
+    "[contains(concat(' ', normalize-space(@class), ' '), ' shortcomment ')]"
     "[following-sibling::*[1][self::div]"
     "[contains(concat(' ', normalize-space(@class), ' '), ' fullcomment ')]]"
 )
@@ -937,6 +945,8 @@ def _scaladoc_layout_as_content(tree: HtmlElement) -> None:
         folded.set(
             "class", " ".join(c for c in folded.get("class", "").split() if c != "hiddenContent")
         )
+    if not any((s.get("src") or "").endswith("lib/template.js") for s in tree.iter("script")):
+        return  # not Scaladoc's: its pages load lib/template.js
     for comment in _DOC_COMMENTS_XPATH(tree):
         for element in (comment, *comment.iterancestors()):
             if element.tag in ("body", "html"):
