@@ -343,6 +343,14 @@ def definition_terms_inline(markdown: str) -> str:
 
 
 _TITLE_XPATH = XPath("(//head/title)[1]")
+
+
+def _own_title(tree: HtmlElement) -> str:
+    """The text of the page's `<title>`, "" where it has none."""
+    titles = _TITLE_XPATH(tree)
+    return _plain(titles[0].text_content()) if titles else ""
+
+
 _HEADINGS_XPATH = XPath("//h1 | //h2 | //h3")  # in document order
 
 
@@ -363,8 +371,7 @@ def page_title(tree: HtmlElement, guess: str | None) -> str | None:
     `<title>`.
     """
     guess = _plain(guess)
-    titles = _TITLE_XPATH(tree)
-    own = _plain(titles[0].text_content()) if titles else ""
+    own = _own_title(tree)
     named = _named_by_title(own, tree) if own else None
     if named:
         return named
@@ -916,6 +923,12 @@ _SHORT_COMMENTS_XPATH = XPath(
 )
 
 
+def scaladoc_page(tree: HtmlElement) -> bool:
+    """Whether Scaladoc made the page: it names itself nowhere, but its pages load its
+    lib/template.js."""
+    return any((s.get("src") or "").endswith("lib/template.js") for s in tree.iter("script"))
+
+
 def _scaladoc_layout_as_content(tree: HtmlElement) -> None:
     """Scaladoc's documentation comments as content, each once, and its folded lists.
 
@@ -933,6 +946,8 @@ def _scaladoc_layout_as_content(tree: HtmlElement) -> None:
     each package, above its ``<h1>``) is text, under the heading: a line of links before it,
     trafilatura took the heading for boilerplate too and the page lost its title.
     """
+    if not scaladoc_page(tree):
+        return
     for owner in tree.xpath("//div[@id='definition']/p[@id='owner']"):
         heading = owner.getnext()
         if heading is None or heading.tag != "h1":
@@ -945,8 +960,6 @@ def _scaladoc_layout_as_content(tree: HtmlElement) -> None:
         folded.set(
             "class", " ".join(c for c in folded.get("class", "").split() if c != "hiddenContent")
         )
-    if not any((s.get("src") or "").endswith("lib/template.js") for s in tree.iter("script")):
-        return  # not Scaladoc's: its pages load lib/template.js
     for comment in _DOC_COMMENTS_XPATH(tree):
         for element in (comment, *comment.iterancestors()):
             if element.tag in ("body", "html"):
@@ -1263,8 +1276,7 @@ def _drop_widgets(tree: HtmlElement) -> None:
             widget.drop_tree()  # keeps its tail
     for anchor in _EMPTY_ANCHORS_XPATH(tree):
         anchor.drop_tree()
-    titles = _TITLE_XPATH(tree)
-    own_title = _plain(titles[0].text_content()) if titles else ""
+    own_title = _own_title(tree)
     named = _named_by_title(own_title, tree) if own_title else None
     for heading in list(tree.iter(*_HEADING_TAGS)):
         links = list(heading.iter("a"))
@@ -1902,14 +1914,28 @@ _SCRIBBLE_CODE_XPATH = XPath(
 )
 
 
+def _text_at_breaks(element: HtmlElement) -> list[str]:
+    """`element`'s text in the pieces its ``<br>``s break it into (the text alone without one)."""
+    if next(element.iter("br"), None) is None:
+        return [element.text_content()]
+    marked = copy.deepcopy(element)
+    for br in marked.iter("br"):
+        br.tail = "\ue000" + (br.tail or "")
+    return marked.text_content().split("\ue000")
+
+
+def _replaced_by_pre(element: HtmlElement, lines: list[str]) -> HtmlElement:
+    """Put a ``<pre>`` of `lines` in `element`'s place (its tail kept); returns the ``<pre>``."""
+    pre = element.makeelement("pre", {})
+    pre.text = "\n".join(lines)
+    pre.tail = element.tail
+    element.getparent().replace(element, pre)
+    return pre
+
+
 def _code_lines(element: HtmlElement) -> list[str]:
     """The lines of code `element` shows, broken at its ``<br>``s, no-break spaces as spaces."""
-    if next(element.iter("br"), None) is not None:
-        element = copy.deepcopy(element)
-        for br in element.iter("br"):
-            br.tail = "\ue000" + (br.tail or "")
-    text = element.text_content().replace("\xa0", " ")
-    return [line.rstrip() for line in text.split("\ue000")]
+    return [line.replace("\xa0", " ").rstrip() for line in _text_at_breaks(element)]
 
 
 def _scribble_lines(table: HtmlElement) -> list[str]:
@@ -1984,23 +2010,17 @@ def _scribble_code_as_preformatted(tree: HtmlElement) -> None:
     boolean?"); the box's label ("procedure", "syntax") is a line before it.
     """
     for box in _SCRIBBLE_BOXES_XPATH(tree):
-        labels = [_plain(label.text_content()) for label in _SCRIBBLE_LABELS_XPATH(box)]
-        for label in _SCRIBBLE_LABELS_XPATH(box):
+        labels = _SCRIBBLE_LABELS_XPATH(box)
+        kind = _plain(labels[0].text_content()) if labels else ""
+        for label in labels:
             label.drop_tree()
-        pre = box.makeelement("pre", {})
-        pre.text = "\n".join(_scribble_lines(box))
-        pre.tail = box.tail
-        box.getparent().replace(box, pre)
-        if labels and labels[0]:
-            kind = pre.makeelement("p", {})
-            kind.text = labels[0]
-            pre.addprevious(kind)
+        pre = _replaced_by_pre(box, _scribble_lines(box))
+        if kind:
+            line = pre.makeelement("p", {})
+            line.text = kind
+            pre.addprevious(line)
     for table in _SCRIBBLE_CODE_XPATH(tree):
-        lines = _scribble_lines(table)
-        pre = table.makeelement("pre", {})
-        pre.text = "\n".join(lines)
-        pre.tail = table.tail
-        table.getparent().replace(table, pre)
+        _replaced_by_pre(table, _scribble_lines(table))
 
 
 _BLOCK_TAGS = frozenset(
@@ -2197,13 +2217,7 @@ _TABLES_AS_LINES_IN = ("li", "dt", "dd", "blockquote")
 
 def _cell_lines(cell: HtmlElement) -> list[str]:
     """The lines of a table cell's text, as a browser breaks them at its ``<br>``s."""
-    if next(cell.iter("br"), None) is None:
-        text = _plain(cell.text_content())
-        return [text] if text else []
-    marked = copy.deepcopy(cell)
-    for br in marked.iter("br"):
-        br.tail = "\ue000" + (br.tail or "")
-    return [line for line in map(_plain, marked.text_content().split("\ue000")) if line]
+    return [line for line in map(_plain, _text_at_breaks(cell)) if line]
 
 
 def _tables_in_items_as_lines(tree: HtmlElement) -> None:
@@ -2384,9 +2398,6 @@ def _div_text_as_paragraphs(div: HtmlElement) -> None:
 _BLANK_LINE = re.compile(r"(?<=\n)(?=\n)")  # the place of an empty line's text
 
 
-_CODE_TAGS = ("code", "tt", "samp", "kbd")
-
-
 def _line_broken_code_as_preformatted(tree: HtmlElement) -> None:
     """Inline code of several lines (``<br>`` between them) that is all of its paragraph, as
     a ``<pre>`` of those lines.
@@ -2399,20 +2410,17 @@ def _line_broken_code_as_preformatted(tree: HtmlElement) -> None:
     indentation, kept). Code of one line, code inside a ``<pre>`` and code beside other text of
     its paragraph stay inline.
     """
-    for code in list(tree.iter(*_CODE_TAGS)):
+    for code in list(tree.iter(*_INLINE_CODE)):
         parent = code.getparent()
         if parent is None or parent.tag != "p" or next(code.iter("br"), None) is None:
             continue
-        if _in_pre(code) or any(a.tag in _CODE_TAGS for a in code.iterancestors()):
+        if _in_pre(code) or any(a.tag in _INLINE_CODE for a in code.iterancestors()):
             continue
         if len(parent) != 1 or (parent.text or "").strip() or (code.tail or "").strip():
             continue
-        marked = copy.deepcopy(code)
-        for br in marked.iter("br"):
-            br.tail = "\ue000" + (br.tail or "")
         lines = [
             _HTML_WHITESPACE.sub(" ", line).strip(" ").replace("\xa0", " ")
-            for line in marked.text_content().split("\ue000")
+            for line in _text_at_breaks(code)
         ]
         while lines and not lines[-1].strip():
             lines.pop()
@@ -2420,10 +2428,7 @@ def _line_broken_code_as_preformatted(tree: HtmlElement) -> None:
             lines.pop(0)
         if len(lines) < 2:
             continue
-        pre = parent.makeelement("pre", {})
-        pre.text = "\n".join(lines)
-        pre.tail = parent.tail
-        parent.getparent().replace(parent, pre)
+        _replaced_by_pre(parent, lines)
 
 
 def _preformatted_as_code(tree: HtmlElement) -> None:

@@ -43,6 +43,7 @@ from transforms.ingest.html import (
     in_cell_of_a_top_table,
     navigation_lines,
     page_widgets,
+    scaladoc_page,
     scribble_code_tables,
     shown_text,
 )
@@ -119,9 +120,8 @@ def generator_of(tree: HtmlElement) -> str:
     # and the page's last words: Texinfo's "This document was generated ... using texi2any",
     # MkDocs' "Built with MkDocs"
     body += " " + _plain(" ".join(tree.xpath("//body//text()")[-40:])).casefold()
-    # Scaladoc names itself nowhere; its type pages hold the member filter, its pages load
-    # lib/template.js (checked first: a Scala type's comment may name Javadoc)
-    if tree.xpath("//div[@id='mbrsel'] | //script[contains(@src, 'lib/template.js')]"):
+    # (checked first: a Scala type's comment may name Javadoc)
+    if scaladoc_page(tree):
         return "scaladoc"
     for needle, name in (
         ("haddock", "haddock"),
