@@ -1200,3 +1200,35 @@ def test_a_definitions_own_definition_list_is_content():
     # went whole ("options" in a class is a site's option panel to trafilatura)
     text = _checked("tcllib121-tar.html.gz").text
     assert "  - **-quick**\n  : The only sure way to find the position in the *tarball*" in text
+
+
+def test_a_definition_list_whose_descriptions_are_prose_is_content():
+    # a definition list whose class trafilatura discards ("options", "tags") went whole,
+    # outside a <dd> too: tcllib's options of a section, pldoc's "Errors", "Compatibility"
+    text = _checked("tcllib121-pt-peg-to-tclparam.html.gz").text
+    assert (
+        "- **-name** string\n: The value of this configuration variable is the name of the"
+        " grammar for which the conversion is run."
+    ) in text
+    text = _checked("swipl904-varnumbers.html.gz").text
+    assert "- Compatibility\n: This library was introduced by Quintus and available" in text
+    assert "- Errors\n  : `domain_error(acyclic_term, Term)` if `Term` is cyclic." in text
+
+
+def test_a_short_description_with_a_link_in_each_sentence_is_kept():
+    # Doxygen's div.memdoc of two sentences, a short class link in each: under 300
+    # characters, its links all short, a link list to trafilatura's link-density test
+    text = _checked("sbml5197-comp-validator.html.gz").text
+    assert (
+        "void Validator::clearFailures() [inherited]\n```\n"
+        "Clears this Validator's list of validation failures.\n\n"
+        "If you are validating multiple SBML documents with the same Validator, call this"
+    ) in text
+
+
+def test_a_definition_list_in_a_table_cell_is_kept():
+    # cppreference indents with <dl><dd>; in the cell of a "(since C11)" row trafilatura
+    # dropped it, and with it C11's thread storage duration
+    text = _checked("cppreference2017-c-storage-duration.html.gz").text
+    assert "| • `_Thread_local` - thread storage duration | (since C11) |" in text
+    assert "| • ***thread*** storage duration. The storage duration is the entire execution" in text

@@ -848,17 +848,23 @@ def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
         for element in heading.iterdescendants():
             if element.get("id") and _discarded_for(element.tag, "id", element.get("id")):
                 del element.attrib["id"]
-    # a definition list inside a definition's description: its class too (tcllib's
-    # doctools write a command's options as `<dl class="doctools_options">` in its `<dd>`,
-    # and trafilatura discards a list whose class holds "options", a site's option panel)
-    for nested in tree.iter("dl"):
-        classes = nested.get("class")
+    # a definition list inside a definition's description, or one whose descriptions say
+    # something in words of their own: its class too. tcllib's doctools write options as
+    # `<dl class="doctools_options">`, and trafilatura discards a list whose class holds
+    # "options", a site's option panel; pldoc writes a predicate's "Errors",
+    # "Compatibility" and "See also" as `<dl class="tags">` (its SAML section's text sits in
+    # such a "See also"). A widget's list of links (share, tag and author links) stays.
+    for listed in tree.iter("dl"):
+        classes = listed.get("class")
         if (
             classes
             and _discarded_for("list", "class", classes)
-            and any(a.tag == "dd" for a in nested.iterancestors())
+            and (
+                any(a.tag == "dd" for a in listed.iterancestors())
+                or any(_words_outside_and_in_links([d])[0] for d in listed.iter("dd"))
+            )
         ):
-            del nested.attrib["class"]
+            del listed.attrib["class"]
     for element in _ANCHORED_XPATH(tree):
         tag = element.tag
         listed = tag in ("dt", "dd", "li")
@@ -1469,17 +1475,37 @@ def _short_prose_links_as_text(tree: HtmlElement) -> None:
     each under its "Description" caption, which is no heading for
     `_section_paragraph_links_as_text` to find. A paragraph outside the page's navigation
     with twice as many words outside its links as in them is prose; the job keeps no links,
-    only their text."""
-    for paragraph in list(tree.iter("p")):
-        links = list(paragraph.iter("a"))
-        if len(links) < 2 or _in_navigation(paragraph):
+    only their text.
+
+    The test runs on a ``<div>`` of paragraphs too: Doxygen's description of a member
+    (``div.memdoc``) of two sentences, each with one link to a class ("Clears this
+    Validator's list of validation failures. If you are validating ... with the same
+    Validator, call this method ..."), went whole, the member a heading over its
+    declaration alone. Not on any other ``<div>``: one that holds a page's banner and its
+    scripts has words outside its links too."""
+    for block in list(tree.iter("p", "div")):
+        if block.tag == "div" and not _paragraphs_only(block):
             continue
-        if len(_plain(paragraph.text_content())) >= _LINK_TEST_CHARS:
+        links = list(block.iter("a"))
+        if len(links) < 2 or _in_navigation(block):
             continue
-        outside, in_links = _words_outside_and_in_links([paragraph])
+        if len(_plain(block.text_content())) >= _LINK_TEST_CHARS:
+            continue
+        outside, in_links = _words_outside_and_in_links([block])
         if outside >= 2 * in_links:
             for link in links:
                 link.drop_tag()
+
+
+def _paragraphs_only(element: HtmlElement) -> bool:
+    """Whether `element` holds paragraphs and nothing else but whitespace."""
+    children = [c for c in element if isinstance(c.tag, str)]
+    return (
+        bool(children)
+        and all(c.tag == "p" for c in children)
+        and not (element.text or "").strip()
+        and not any((c.tail or "").strip() for c in element)
+    )
 
 
 def _in_prose(link: HtmlElement) -> bool:
@@ -2156,7 +2182,7 @@ def _box_titles_as_text(tree: HtmlElement) -> None:
         heading.tag = "p"
 
 
-_LISTS_IN_CELLS_XPATH = XPath("//td//ul | //td//ol | //th//ul | //th//ol")
+_LISTS_IN_CELLS_XPATH = XPath("//td//ul | //td//ol | //td//dl | //th//ul | //th//ol | //th//dl")
 
 
 def _lists_in_cells_as_text(tree: HtmlElement) -> None:
@@ -2176,9 +2202,20 @@ def _lists_in_cells_as_text(tree: HtmlElement) -> None:
     The bullet is "•", no Markdown: where trafilatura writes the table's cells as paragraphs
     (Sphinx's general index, whose entries are lists in the cells of a layout table), a
     paragraph "- name" would read as escaped text ("\\- name").
+
+    A definition list in a cell went whole too: cppreference (MediaWiki) indents with
+    ``<dl><dd>``, and C's storage-class specifiers lost "``_Thread_local`` - thread storage
+    duration", the cell of a row "(since C11)". Its terms and descriptions are paragraphs.
     """
     for listing in reversed(_LISTS_IN_CELLS_XPATH(tree)):  # nested lists first
         if not in_cell_of_a_top_table(listing):
+            continue
+        if listing.tag == "dl":
+            for part in listing:
+                if part.tag in ("dt", "dd"):
+                    holds_blocks = any(child.tag in _BLOCK_TAGS for child in part)
+                    part.tag = "div" if holds_blocks else "p"
+            listing.tag = "div"
             continue
         number = _list_start(listing)
         for item in listing.findall("li"):

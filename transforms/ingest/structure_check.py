@@ -292,7 +292,8 @@ def _glued_before(text: str, at: int) -> str:
     # after a table cell's "|" or a definition's ": ", the item's first code span or emphasis
     # may open: ": `'...%(ident)d...'`" (texi2html's <dd>s)
     opened = before.rstrip(" \t`*_\\")  # and a definition's "- sign" as ": \- sign"
-    if before.strip(" \t-*+>|#0123456789.)`\\") and not opened.endswith(("|", ":")):
+    # and "• ", which opens an item of a list in a table cell (html.py)
+    if before.strip(" \t-*+>|#0123456789.)`\\•") and not opened.endswith(("|", ":")):
         return before
     return ""
 
@@ -399,11 +400,15 @@ def check_page(
         # the summary's "Returns a new array of ..."): glued only when no occurrence starts
         # its line
         text = row_text if item.tag == "tr" else prose_text
-        if item.tag == "li" and in_cell_of_a_top_table(item):
+        if item.tag != "tr" and in_cell_of_a_top_table(item):
             # a list in a table cell is written on its row's line (html.py,
-            # _lists_in_cells_as_text): each item after its marker, "• " or "3. "
+            # _lists_in_cells_as_text): each item after its marker, "• " or "3. "; a
+            # definition list's terms and descriptions are its paragraphs, apart by a space
             glued = [
-                "" if _CELL_ITEM_MARKER.search(text[max(0, at - 16) : at]) else text[:at][-30:]
+                ""
+                if _CELL_ITEM_MARKER.search(text[max(0, at - 16) : at])
+                or (item.tag != "li" and (at == 0 or text[at - 1] in " \t\n|"))
+                else text[:at][-30:]
                 for at in _occurrences(text, start)
             ]
         else:
