@@ -1232,3 +1232,18 @@ def test_a_definition_list_in_a_table_cell_is_kept():
     text = _checked("cppreference2017-c-storage-duration.html.gz").text
     assert "| • `_Thread_local` - thread storage duration | (since C11) |" in text
     assert "| • ***thread*** storage duration. The storage duration is the entire execution" in text
+
+
+def test_yard_tags_are_content_and_its_toggles_go():
+    # YARD's "Parameters:", "Returns:", "Examples:" sit in a div.tags, which trafilatura
+    # discards as a post's tag list; "collapse" after a summary's heading is a button
+    text = _checked("yard0928-docstring-parser.html.gz").text
+    assert (
+        "Parameters:\n\n- content (`String`) — the docstring text to parse\n"
+        "- object (`CodeObjects::Base`) *(defaults to: `nil`)* — the object that"
+    ) in text
+    assert "Creating a Custom DocstringParser\n\n```\n# Parses docstrings backwards!\n" in text
+    assert "\n## Constant Summary\n" in text
+    assert "collapse" not in text and "show all" not in text
+    # "#" before a method's name in a summary starts no heading: no escape
+    assert "\n- #**parse**(content, object = nil, handler = nil) ⇒ self Parses" in text

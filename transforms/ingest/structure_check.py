@@ -46,6 +46,7 @@ from transforms.ingest.html import (
     scaladoc_page,
     scribble_code_tables,
     shown_text,
+    yard_page,
 )
 
 __all__ = ["KINDS", "Violation", "check_page", "dropped_blocks", "generator_of"]
@@ -123,6 +124,8 @@ def generator_of(tree: HtmlElement) -> str:
     # (checked first: a Scala type's comment may name Javadoc)
     if scaladoc_page(tree):
         return "scaladoc"
+    if yard_page(tree):
+        return "yard"
     for needle, name in (
         ("haddock", "haddock"),
         ("gi-docgen", "gi-docgen"),
@@ -172,6 +175,8 @@ _NOT_HEADING_TEXT = frozenset(
         "notable-traits",
         "permalink",
         "srclink",  # gi-docgen's "[src]" after a section's heading
+        "summary_toggle",  # YARD's "collapse" after a summary's heading
+        "constants_summary_toggle",
         "viewcode-link",  # Sphinx's "[source]"
     }
 )

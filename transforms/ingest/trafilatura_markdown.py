@@ -386,9 +386,26 @@ def without_escapes(markdown: str) -> str:
         if i in heading:
             lines[i] = _heading_line(line)
         else:
+            line = _no_heading_escape_undone(line)
             line = _prose_line(line, (lines[j] for j in range(i + 1, len(lines))))
             lines[i] = _inner_block_escapes_undone(line)
     return "\n".join(lines)
+
+
+# an escaped "#" run that opens a line's content and no heading: text follows it at once
+_NO_HEADING_ESCAPE = re.compile(_CONTAINER_MARKERS.pattern + r"(\\)#+[^#\s]")
+
+
+def _no_heading_escape_undone(line: str) -> str:
+    """`line` without the backslash before its first ``#`` where no heading could start.
+
+    trafilatura escapes a text node's leading ``#`` that a space or the node's end follows
+    (xml.py: _escape_block_start). YARD writes a method's name in its summaries as
+    ``#<strong>parse</strong>``: the node "#" ends there, and the item read
+    ``- \\#**parse**(content, ...)``, though ``#**parse**`` starts no heading (CommonMark's
+    needs a space after its marks)."""
+    m = _NO_HEADING_ESCAPE.match(line)
+    return line if m is None else line[: m.start(1)] + line[m.end(1) :]
 
 
 # trafilatura's escape of a block's first marker (xml.py: _escape_block_start) after a space
