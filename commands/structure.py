@@ -66,6 +66,8 @@ def check_file(path: str, dropped: bool = False) -> tuple[str, list[Violation], 
     extraction = html_to_markdown(html, path)
     # the job cuts whitespace runs once, in the extracted text (extract.extract_document)
     text = cut_whitespace_runs(extraction.text)
+    if not text.strip():  # and rejects a page of no text (extraction.html_document)
+        raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     chars, lost = dropped_blocks(tree, text) if dropped else (0, [])
     return generator_of(tree), check_page(tree, text, extraction.title), chars, lost
 

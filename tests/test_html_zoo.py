@@ -1247,3 +1247,21 @@ def test_yard_tags_are_content_and_its_toggles_go():
     assert "collapse" not in text and "show all" not in text
     # "#" before a method's name in a summary starts no heading: no escape
     assert "\n- #**parse**(content, object = nil, handler = nil) ⇒ self Parses" in text
+
+
+def test_sections_found_alike_are_no_content_container():
+    # Tomcat writes each section's text in a div.text, a container to trafilatura
+    # (@class='text'), which extracted the first section alone
+    text = _checked("tomcat10-appdev-introduction.html.gz").text
+    assert "\n### Overview\n" in text
+    assert ("### Links\n\nThe following links provide access to selected sources of online") in text
+    assert "- https://jakarta.ee/specifications/servlet/6.0/ - *Jakarta Servlet API" in text
+
+
+def test_an_element_named_as_no_xml_name_is_unwrapped():
+    # "<paolo.ditommaso@gmail.com>", unescaped, is an element to the HTML parser, and
+    # trafilatura raised on its name: the page had no text, the job rejected it
+    text = _checked("groovy2421-writable-path.html.gz").text
+    assert "## [Java] Class WritablePath" in text
+    assert "A Writable Path." in text
+    assert "@Override public WatchKey **register**(WatchService watcher," in text

@@ -458,6 +458,22 @@ def test_the_structure_command_lists_the_pages_the_job_rejects(tmp_path, capsys)
     )
 
 
+def test_the_structure_command_lists_a_page_of_no_text_as_rejected(tmp_path, capsys):
+    # a page whose extraction is empty is rejected by the job ("no main text"): the command
+    # lists it so, not as a page of no violation
+    from commands.structure import main
+
+    (tmp_path / "good.html").write_text("<html><body><h1>Good</h1><p>Some text.</p></body></html>")
+    (tmp_path / "empty.html").write_text("<html><body><div><img src='a.png'></div></body></html>")
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| all | 1 | 0 |" in out
+    assert (
+        f"1 pages the job rejects, not checked:\n  {tmp_path / 'empty.html'}:"
+        " empty_after_extraction: trafilatura found no main text"
+    ) in out
+
+
 def test_a_table_row_of_code_spans_is_matched_by_its_cells():
     # Javadoc's method summary: each cell a code span ("`abstract Description` |
     # `getDescription()`"); with the backticks counted the row matched no line, and its words

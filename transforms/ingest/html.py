@@ -163,6 +163,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
         LOGGER.debug("not parseable as HTML: %s", source)
         return HtmlExtraction(text="")
     redirect = redirect_target(tree)
+    _unnamed_elements_unwrapped(tree)
     _drop_headerlinks(tree)
     _clipping_is_no_hiding(tree)
     _manpage_header_in_content(tree)
@@ -174,6 +175,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     credits = generator_credits(tree)
     _articles_are_no_containers(tree)
     _sections_are_no_containers(tree)
+    _repeated_containers_are_no_containers(tree)
     _anchors_are_no_boilerplate(tree)
     _scaladoc_layout_as_content(tree)
     _yard_layout_as_content(tree)
@@ -497,6 +499,30 @@ def _huge_parser() -> HTMLParser:
 _A_TAG = re.compile(r"<[A-Za-z]")
 
 
+@functools.lru_cache(maxsize=256)
+def _valid_tag(tag: str) -> bool:
+    """Whether lxml makes an element named `tag` (an XML name without a prefix)."""
+    try:
+        etree.Element(tag)
+    except ValueError:
+        return False
+    return True
+
+
+def _unnamed_elements_unwrapped(tree: HtmlElement) -> None:
+    """Unwrap each element whose name is no XML name, its text and children kept in place.
+
+    The HTML parser makes an element of any "<...>" that opens like a tag: groovydoc's
+    ``@author`` line "Paolo Di Tommaso <paolo.ditommaso@gmail.com>", unescaped, is an element
+    named "paolo.ditommaso@gmail.com" (a browser shows nothing of it), and trafilatura,
+    building its output tree with lxml, raised on the name and returned nothing: the job
+    rejected the whole page of WritablePath as "no main text". So would a Word export's
+    ``<o:p>``. A browser shows such an element's content, and so does the job."""
+    for element in list(tree.iter()):
+        if isinstance(element.tag, str) and not _valid_tag(element.tag):
+            element.drop_tag()
+
+
 def _load_html(html: str | bytes) -> HtmlElement | None:
     """trafilatura's `load_html`, parsed again past libxml2's default depth when it hit it,
     or as a document where it is a fragment.
@@ -806,6 +832,72 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
                 break  # found by its class as well: left as trafilatura finds it
         if found:
             return  # the container trafilatura takes
+
+
+# the attributes by which trafilatura's container expressions (`_CONTAINER_XPATHS`) find one
+_CONTAINER_ATTRIBUTES = ("class", "id", "role", "itemprop")
+
+
+def _repeated_containers_are_no_containers(tree: HtmlElement) -> None:
+    """Take from each of several elements apart, which a content-container expression of
+    trafilatura finds alike, the attribute that makes it find them.
+
+    trafilatura extracts the first element that the first of its ``BODY_XPATH`` expressions
+    to find one finds (`_sections_are_no_containers`). Tomcat's manual writes each section's
+    text in a ``div.text`` after the section's ``<h3>``, and ``@class='text'`` is one of
+    those expressions: trafilatura's extraction of appdev/introduction.html was its first
+    section, "Overview"; the section "Links" and its two specifications went. Elements that
+    one expression finds side by side are parts of the page, not its container; without
+    them the expression finds nothing, and the next finds the page's (Tomcat's
+    ``div#content``). One element, or one inside the other, is left as trafilatura finds it.
+    """
+    for expr in _CONTAINER_XPATHS:
+        found = expr(tree)
+        if not found:
+            continue
+        first = found[0]
+        attribute = _finding_attribute(expr, first)
+        if attribute is None:
+            return  # found by its tag (an <article>, a <main>): the page's container
+        value = first.attrib.pop(attribute)
+        again = expr(tree)
+        other = again[0] if again else None
+        if other is None or other is first or first in other.iterancestors():
+            first.set(attribute, value)  # the one container, or inside the next one found
+            return
+        if other in first.iterancestors():
+            first.set(attribute, value)
+            return
+        parts = [(first, attribute, value)]
+        while other is not None and len(parts) < _MAX_REPEATED_CONTAINERS:
+            attribute = _finding_attribute(expr, other)
+            if attribute is None:
+                break
+            parts.append((other, attribute, other.attrib.pop(attribute)))
+            again = expr(tree)
+            other = again[0] if again else None
+        if other is not None:  # more than parts of a page: put them back as they were
+            for element, attribute, value in parts:
+                element.set(attribute, value)
+            return
+
+
+# a page of this many sections found alike is a listing, not parts of one page's text
+_MAX_REPEATED_CONTAINERS = 200
+
+
+def _finding_attribute(expr: Callable[[HtmlElement], list], element: HtmlElement) -> str | None:
+    """The attribute of `element` without which `expr` no longer finds it first, if any."""
+    for attribute in _CONTAINER_ATTRIBUTES:
+        value = element.get(attribute)
+        if value is None:
+            continue
+        del element.attrib[attribute]
+        found = expr(element.getroottree().getroot())
+        element.set(attribute, value)
+        if not found or found[0] is not element:
+            return attribute
+    return None
 
 
 def _anchors_are_no_boilerplate(tree: HtmlElement) -> None:
