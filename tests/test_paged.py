@@ -220,6 +220,43 @@ def test_layout_core():
     assert (0, 1) not in running
 
 
+def test_running_lines_of_one_side_and_of_a_chapter_are_running():
+    # Erlang/OTP's manuals (parsetools-2.4.1.pdf): the footer alternates between left and
+    # right pages ("4 | Ericsson AB ..." and "Ericsson AB ... | 5"), each form on under half
+    # the pages, and the head names the module of the pages under it ("yecc", then "leex")
+    def page(p: int) -> list[Line]:
+        head = "yecc" if p < 6 else "leex"
+        footer = f"{p} | Ericsson AB." if p % 2 == 0 else f"Ericsson AB. | {p}"
+        return (
+            [Line(p, head, 0, 73, 30, 80, 9.0)]
+            + [
+                Line(
+                    p,
+                    f"the text of page {'abcdefghij'[p]}, line {'stuvwxyz'[k]}",
+                    0,
+                    120 + 12 * k,
+                    400,
+                    130 + 12 * k,
+                    10.0,
+                )
+                for k in range(8)
+            ]
+            + [Line(p, footer, 0, 772, 300, 779, 9.0)]
+        )
+
+    pages = [page(p) for p in range(10)]
+    running = running_lines(pages)
+    assert {(p, 0) for p in range(10)} <= running  # "yecc" on 6 pages, "leex" on 4
+    assert {(p, 9) for p in range(10)} <= running  # each footer on 5 of 10 pages, one side
+    assert not any((p, i) in running for p in range(10) for i in range(1, 9))
+    # a page's first line twice in a row, or a line on under half the pages: not running
+    pages = [page(p) for p in range(10)]
+    pages[3][0] = Line(3, "A heading of its own", 0, 73, 300, 80, 9.0)
+    pages[4][0] = Line(4, "A heading of its own", 0, 73, 300, 80, 9.0)
+    running = running_lines(pages)
+    assert (3, 0) not in running and (4, 0) not in running
+
+
 def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
     lines = [
         Line(0, "Chapter 3", 0, 10, 100, 20),

@@ -192,28 +192,61 @@ def _key(line: Line, top: bool) -> tuple[str, int]:
 
 
 def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
-    """(page, index) of the lines that are running headers, footers or page numbers."""
+    """(page, index) of the lines that are running headers, footers or page numbers.
+
+    A line near a page's top or bottom (digits aside, at the same place) is running when it
+    recurs on half the pages, on half the pages of its side (a book's left and right pages
+    alternate their footers: Erlang/OTP's manuals print "4 | Ericsson AB. ...: Parse Tools"
+    on even pages and "... Parse Tools | 5" on odd ones, each on under half the pages), or,
+    as a page's first or last line, on MIN_REPEAT_PAGES pages in a row, or in a row of one
+    side's pages (the running head that names the current chapter or module: "yecc" atop
+    every page of yecc's reference, then "leex"). Text set larger than the body is a heading.
+    """
     n_pages = sum(1 for p in pages if p)
     out: set[tuple[int, int]] = set()
-    counts: Counter[tuple[tuple[str, int], bool]] = Counter()
+    on_pages: dict[tuple[tuple[str, int], bool], set[int]] = {}
+    outermost: dict[tuple[tuple[str, int], bool], set[int]] = {}
     body = _body_size(pages)
-    for lines in pages:
-        seen = set()
+    for p, lines in enumerate(pages):
         for i in _edge_indexes(len(lines)):
-            edge = _edge(i, len(lines))
-            seen.add((_key(lines[i], edge), edge))
-        counts.update(seen)
+            key = (_key(lines[i], _edge(i, len(lines))), _edge(i, len(lines)))
+            on_pages.setdefault(key, set()).add(p)
+            if i in (0, len(lines) - 1):
+                outermost.setdefault(key, set()).add(p)
+    sides = [sum(1 for p, lines in enumerate(pages) if lines and p % 2 == side) for side in (0, 1)]
     needed = max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n_pages)
+    needed_on_side = [max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n) for n in sides]
     for p, lines in enumerate(pages):
         for i in _edge_indexes(len(lines)):
             line, edge = lines[i], _edge(i, len(lines))
             if line.size > body * 1.12:
                 continue  # set larger than the body: a heading, not a running line
-            if counts[(_key(line, edge), edge)] >= needed or (
-                n_pages >= 2 and _PAGE_NUMBER.fullmatch(line.text.strip())
+            key = (_key(line, edge), edge)
+            found = on_pages[key]
+            if (
+                len(found) >= needed
+                or sum(1 for q in found if q % 2 == p % 2) >= needed_on_side[p % 2]
+                or (n_pages >= 2 and _PAGE_NUMBER.fullmatch(line.text.strip()))
+                or (i in (0, len(lines) - 1) and _in_a_row(p, outermost[key]))
             ):
                 out.add((p, i))
     return out
+
+
+def _in_a_row(page: int, pages: set[int]) -> bool:
+    """Whether `page` is one of MIN_REPEAT_PAGES of `pages` in a row, or in a row of one
+    side's pages (every other page)."""
+    for step in (1, 2):
+        run = 1
+        q = page - step
+        while q in pages:
+            run, q = run + 1, q - step
+        q = page + step
+        while q in pages:
+            run, q = run + 1, q + step
+        if run >= MIN_REPEAT_PAGES:
+            return True
+    return False
 
 
 def _edge_indexes(n: int) -> list[int]:
