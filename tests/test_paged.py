@@ -257,6 +257,39 @@ def test_running_lines_of_one_side_and_of_a_chapter_are_running():
     assert (3, 0) not in running and (4, 0) not in running
 
 
+def test_sections_the_outline_does_not_list_are_headings_under_its_entry():
+    # Erlang/OTP's manuals: the outline lists a module ("yecc"), set at 15 points; its
+    # "Data Types" and "Exports", at 13.3 over a 10-point text, were text lines
+    from transforms.ingest.layout import assemble
+
+    def body(p: int, top: float) -> list[Line]:
+        return [
+            Line(
+                p,
+                f"Text line {'abcdefgh'[k]} of page {'xyz'[p]} reads on.",
+                0,
+                top + 12 * k,
+                400,
+                top + 12 * k + 10,
+                10.0,
+            )
+            for k in range(8)
+        ]
+
+    pages = [
+        [Line(0, "yecc", 0, 100, 60, 115, 15.0), *body(0, 130)],
+        [Line(1, "Data Types", 0, 100, 90, 113, 13.3), *body(1, 130)],
+        [Line(2, "Exports", 0, 100, 90, 113, 13.3), *body(2, 130)],
+    ]
+    text = assemble(pages, [OutlineEntry("yecc", 3, 0)]).text
+    assert text.startswith("### yecc\n\nText line a")
+    assert "\n#### Data Types\n\nText line a of page y" in text
+    assert "\n#### Exports\n\nText line a of page z" in text
+    # without an outline entry above them, lines set larger are not taken under one
+    text = assemble(pages[1:], [OutlineEntry("Nothing here", 1, 0)]).text
+    assert "#### Data Types" not in text
+
+
 def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
     lines = [
         Line(0, "Chapter 3", 0, 10, 100, 20),

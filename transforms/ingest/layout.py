@@ -432,6 +432,33 @@ def font_headings(pages: Sequence[Sequence[Line]]) -> dict[tuple[int, int], int]
     return out
 
 
+def _headings_under_outline(
+    pages: Sequence[Sequence[Line]], headings: dict[tuple[int, int], tuple[int, int]]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """Headings by font that the outline does not list, each a level under the outline's
+    heading before it: lines set larger than the body, and smaller than that heading.
+
+    An outline may stop short of the sections: Erlang/OTP's manuals list a module and its
+    functions, and a module's "Data Types" and "Exports", set larger than the text, were
+    text lines ("yecc > Exports" no section path)."""
+    found = font_headings(pages)
+    if not found or not headings:
+        return {}
+    body = _body_size(pages)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    above: tuple[int, float] | None = None  # the level and size of the heading before
+    for p, lines in enumerate(pages):
+        for i, line in enumerate(lines):
+            if (p, i) in headings:
+                above = (headings[(p, i)][0], line.size)
+                continue
+            if (p, i) not in found or above is None:
+                continue
+            if body * 1.12 < line.size < above[1] - 0.5:
+                out[(p, i)] = (min(above[0] + 1, 6), 1)
+    return out
+
+
 def _match_key(text: str) -> str:
     return "".join(c for c in text.lower() if c.isalnum())
 
@@ -548,6 +575,7 @@ def assemble(
     headings: dict[tuple[int, int], tuple[int, int]]
     if outline:
         headings = outline_headings(kept, outline)
+        headings.update(_headings_under_outline(kept, headings))
     else:
         headings = {k: (level, 1) for k, level in font_headings(kept).items()}
     # the document's words and hyphenated words, made when a line first ends with a hyphen
