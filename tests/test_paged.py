@@ -290,6 +290,22 @@ def test_sections_the_outline_does_not_list_are_headings_under_its_entry():
     assert "#### Data Types" not in text
 
 
+def test_an_outline_entry_is_the_largest_line_that_spells_it():
+    # Erlang/OTP's pages carry the current section's name atop them, in the text's size
+    # ("1.1 Introduction"); the heading is the same words, larger, further down
+    lines = [
+        Line(0, "1.1 Introduction", 0, 72, 100, 79, 9.0),
+        Line(0, "1 Erlang ODBC User's Guide", 0, 152, 300, 166, 18.3),
+        Line(0, "1.1 Introduction", 0, 200, 150, 213, 15.0),
+        Line(0, "The text of the section.", 0, 230, 300, 240, 10.0),
+    ]
+    outline = [
+        OutlineEntry("Erlang ODBC User's Guide", 1, 0),
+        OutlineEntry("Introduction", 2, 0),
+    ]
+    assert outline_headings([lines], outline) == {(0, 1): (1, 1), (0, 2): (2, 1)}
+
+
 def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
     lines = [
         Line(0, "Chapter 3", 0, 10, 100, 20),

@@ -478,6 +478,7 @@ def outline_headings(
             if p >= len(pages) or found:
                 continue
             lines = pages[p]
+            matches: list[tuple[int, int]] = []  # (first line, lines spanned)
             for i in range(len(lines)):
                 if (p, i) in out:
                     continue
@@ -492,13 +493,16 @@ def outline_headings(
                         first, span = i, span
                         if i > 0 and _CHAPTER.fullmatch(lines[i - 1].text.strip()):
                             first, span = i - 1, span + 1  # "Chapter 3" above "Scope"
-                        out[(p, first)] = (min(entry.level, 6), span)
-                        found = True
+                        matches.append((first, span))
                         break
                     if not (want.startswith(got) or want.endswith(got) or _tail_match(got, want)):
                         break
-                if found:
-                    break
+            if matches:
+                # the largest of the lines that spell it: a running head that names the
+                # section ("1.1 Introduction" atop Erlang's page, in the text's size) is not it
+                first, span = max(matches, key=lambda m: (lines[m[0]].size, -m[0]))
+                out[(p, first)] = (min(entry.level, 6), span)
+                found = True
     return out
 
 
