@@ -251,10 +251,17 @@ def test_running_lines_of_one_side_and_of_a_chapter_are_running():
     assert not any((p, i) in running for p in range(10) for i in range(1, 9))
     # a page's first line twice in a row, or a line on under half the pages: not running
     pages = [page(p) for p in range(10)]
-    pages[3][0] = Line(3, "A heading of its own", 0, 73, 300, 80, 9.0)
-    pages[4][0] = Line(4, "A heading of its own", 0, 73, 300, 80, 9.0)
+    pages[3][0] = Line(3, "A line of its own", 0, 106, 300, 116, 9.0)
+    pages[4][0] = Line(4, "A line of its own", 0, 106, 300, 116, 9.0)
     running = running_lines(pages)
     assert (3, 0) not in running and (4, 0) not in running
+    # a head band that names each page's section, in a band apart from the text at the same
+    # place on pages in a row ("1.1 Introduction", "1.2 Getting started"): running
+    pages = [page(p) for p in range(10)]
+    for p in range(10):
+        pages[p][0] = Line(p, f"1.{'abcdefghij'[p]} Section {'klmnopqrst'[p]}", 0, 73, 90, 80, 9.0)
+    running = running_lines(pages)
+    assert {(p, 0) for p in range(10)} <= running
 
 
 def test_sections_the_outline_does_not_list_are_headings_under_its_entry():

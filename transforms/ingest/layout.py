@@ -213,6 +213,18 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
             on_pages.setdefault(key, set()).add(p)
             if i in (0, len(lines) - 1):
                 outermost.setdefault(key, set()).add(p)
+    # a first or last line apart from the text by a band (a page's head or foot), whatever
+    # it says, at the same place on several pages: a running head that names the page's
+    # section ("1.1 Introduction", then "1.2 Getting started", atop Erlang's pages)
+    banded: dict[tuple[int, bool], set[int]] = {}
+    leading = _leading(pages)
+    for p, lines in enumerate(pages):
+        if len(lines) >= 3 and leading:
+            first, last = lines[0], lines[-1]
+            if lines[1].top - first.bottom > BAND_LEADINGS * leading:
+                banded.setdefault((round(first.top / 4), True), set()).add(p)
+            if last.top - lines[-2].bottom > BAND_LEADINGS * leading:
+                banded.setdefault((round(last.bottom / 4), False), set()).add(p)
     sides = [sum(1 for p, lines in enumerate(pages) if lines and p % 2 == side) for side in (0, 1)]
     needed = max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n_pages)
     needed_on_side = [max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n) for n in sides]
@@ -228,9 +240,32 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
                 or sum(1 for q in found if q % 2 == p % 2) >= needed_on_side[p % 2]
                 or (n_pages >= 2 and _PAGE_NUMBER.fullmatch(line.text.strip()))
                 or (i in (0, len(lines) - 1) and _in_a_row(p, outermost[key]))
+                or (i in (0, len(lines) - 1) and _banded(p, line, i == 0, banded))
             ):
                 out.add((p, i))
     return out
+
+
+BAND_LEADINGS = 3  # a head or foot band: this many times the text's usual space between lines
+
+
+def _leading(pages: Sequence[Sequence[Line]]) -> float:
+    """The usual space between one line's bottom and the next one's top (the median)."""
+    gaps = sorted(
+        b.top - a.bottom
+        for lines in pages
+        for a, b in zip(lines, lines[1:], strict=False)
+        if 0 < b.top - a.bottom < 3 * max(a.bottom - a.top, 1)
+    )
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+def _banded(page: int, line: Line, top: bool, banded: dict[tuple[int, bool], set[int]]) -> bool:
+    """Whether `line`, a page's first (`top`) or last, sits in a band at a place where the
+    pages in a row around it have one too."""
+    place = round((line.top if top else line.bottom) / 4)
+    found = banded.get((place, top), set())
+    return page in found and _in_a_row(page, found)
 
 
 def _in_a_row(page: int, pages: set[int]) -> bool:
