@@ -11,6 +11,7 @@ occurs elsewhere in the document; normalises ligatures; orders two columns.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from array import array
@@ -254,7 +255,7 @@ def _leading(pages: Sequence[Sequence[Line]]) -> float:
     gaps = sorted(
         b.top - a.bottom
         for lines in pages
-        for a, b in zip(lines, lines[1:], strict=False)
+        for a, b in itertools.pairwise(lines)
         if 0 < b.top - a.bottom < 3 * max(a.bottom - a.top, 1)
     )
     return gaps[len(gaps) // 2] if gaps else 0.0
