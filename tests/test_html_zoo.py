@@ -1264,4 +1264,9 @@ def test_an_element_named_as_no_xml_name_is_unwrapped():
     text = _checked("groovy2421-writable-path.html.gz").text
     assert "## [Java] Class WritablePath" in text
     assert "A Writable Path." in text
-    assert "@Override public WatchKey **register**(WatchService watcher," in text
+    # a member without a description is a name in a list, not a heading over nothing (which
+    # trafilatura drops where it ends the page)
+    assert "### Method Detail\n\n- @Override public int **compareTo**(Path other)\n" in text
+    assert "- @Override public WatchKey **register**(WatchService watcher," in text
+    # the bars above and below the page, outside any <nav>, are no content
+    assert "Summary: Nested" not in text and "Detail: Field" not in text

@@ -1327,6 +1327,10 @@ _WIDGETS_XPATH = XPath(
     # collapse"), "show all" of a class's inheritance tree
     " | //a[@class='inheritanceTree' or @class='summary_toggle'"
     " or @class='constants_summary_toggle']"
+    # Javadoc's (8 and before) and groovydoc's bars above and below a page ("Overview
+    # Package Class ...", "Summary: Nested | Field | Constructor | Method"), outside any
+    # <nav>: groovydoc's "Summary:" lists came out as the first lines of every page
+    " | //div[@class='topNav' or @class='subNav' or @class='bottomNav']"
 )
 
 
@@ -2206,6 +2210,23 @@ def _div_grids_as_tables(tree: HtmlElement) -> None:
         grid.getparent().replace(grid, table)
 
 
+def _heading_alone(item: HtmlElement) -> HtmlElement | None:
+    """The heading `item` holds when it holds no other text.
+
+    groovydoc lists a member without a description as a list of one item, an ``<h4>`` (its
+    signature) and an empty ``<p>``; unwrapped as a section of nothing, each such member was
+    a heading over nothing, and trafilatura drops the headings that end a page: WritablePath's
+    "Method Detail", all 30 members, went. A list whose items are headings alone is a list of
+    names, not of sections; where some item has text besides (Scaladoc's members, one
+    without a comment among them), each item is a section."""
+    heading = next(item.iter(*_HEADING_TAGS), None)
+    if heading is None or heading is item:
+        return None
+    if _plain(item.text_content()) != _plain(heading.text_content()):
+        return None
+    return heading
+
+
 def _layout_lists_unwrapped(tree: HtmlElement) -> None:
     """Replace a list whose every item holds a heading with the items' content.
 
@@ -2225,6 +2246,10 @@ def _layout_lists_unwrapped(tree: HtmlElement) -> None:
     unwrapped = False
     for lst in reversed(list(tree.iter("ul", "ol"))):  # inner lists first
         items = [c for c in lst if isinstance(c.tag, str)]
+        alone = [_heading_alone(li) for li in items]
+        if items and all(h is not None for h in alone):  # names (in sections, one is one)
+            for heading in alone:
+                heading.drop_tag()
         if not items or any(
             li.tag != "li" or next(li.iter(*_HEADING_TAGS), None) is None for li in items
         ):
