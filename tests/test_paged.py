@@ -313,6 +313,82 @@ def test_an_outline_entry_is_the_largest_line_that_spells_it():
     assert outline_headings([lines], outline) == {(0, 1): (1, 1), (0, 2): (2, 1)}
 
 
+def test_an_outline_entry_of_a_name_and_arity_is_the_call_it_names():
+    # Erlang/OTP's outlines name functions "file/2"; the page writes the call
+    lines = [
+        Line(0, "Exports", 0, 100, 90, 113, 13.3),
+        Line(0, "file(FileName) -> yecc_ret()", 0, 120, 300, 130, 10.0),
+        Line(0, "file(Grammarfile, Options) -> yecc_ret()", 0, 140, 300, 150, 10.0),
+        Line(0, "Types:", 0, 160, 300, 170, 10.0),
+        Line(0, "Module:token(Cont, {a, b}, [c]) -> {more,Cont1} |", 0, 180, 400, 190, 10.0),
+    ]
+    outline = [
+        OutlineEntry("file/2", 4, 0),
+        OutlineEntry("file/1", 4, 0),
+        OutlineEntry("Module:token/3", 4, 0),
+        OutlineEntry("file/3", 4, 0),  # no such call: no heading
+    ]
+    assert outline_headings([lines], outline) == {(0, 2): (4, 1), (0, 1): (4, 1), (0, 4): (4, 1)}
+
+
+def test_a_front_page_whose_lines_end_in_roman_letters_is_no_contents_page():
+    # parsetools' chapter page: "1 Reference Manual", a paragraph whose line ends "Leex",
+    # and the footer "... | 1" read as three lines ending in a page number
+    from transforms.ingest.layout import contents_pages
+
+    page = [
+        Line(2, "1 Reference Manual", 0, 152, 300, 166, 18.3),
+        Line(2, "The Parsetools application contains utilities for parsing and", 0, 193, 500, 201),
+        Line(
+            2, "scanning, and produces Erlang code for a parser as output. Leex", 0, 207, 500, 212
+        ),
+        Line(2, "is a lexical analyzer generator for Erlang, similar to lex.", 0, 217, 500, 224),
+        Line(2, "Ericsson AB. All Rights Reserved.: Parse Tools | 1", 0, 772, 300, 779),
+    ]
+    title = [Line(p, "Parse Tools", 0, 600, 100, 620, 23.0) for p in range(2)]
+    assert contents_pages([[title[0]], [title[1]], page]) == set()
+    # a contents page in roman page numbers still is one
+    roman = [
+        Line(
+            2, f"{k}. Chapter {'abcdef'[k]} {'i' * (k % 3 + 1)}", 0, 100 + 20 * k, 300, 110 + 20 * k
+        )
+        for k in range(1, 6)
+    ]
+    assert contents_pages([[title[0]], [title[1]], roman]) == {2}
+
+
+def test_a_heading_under_the_outline_may_run_on_a_second_line():
+    # freefem's "ADDENDUM: How to use this License for your" / "documents", set close; and
+    # liboctave's "END OF TERMS AND CONDITIONS" over "How to Apply These Terms ...", a
+    # line apart: two headings
+    from transforms.ingest.layout import assemble
+
+    text = [
+        Line(
+            0,
+            f"Body text line {'abcdefghij'[k]} runs on here.",
+            0,
+            300 + 12 * k,
+            400,
+            310 + 12 * k,
+            10.0,
+        )
+        for k in range(10)
+    ]
+    lines = [
+        Line(0, "GNU Free Documentation License", 0, 40, 300, 58, 18.0),
+        Line(0, "ADDENDUM: How to use this License for your", 0, 100, 484, 110, 14.3),
+        Line(0, "documents", 0, 118, 201, 128, 14.3),
+        Line(0, "END OF TERMS AND CONDITIONS", 0, 160, 369, 170, 14.3),
+        Line(0, "How to Apply These Terms to Your New Programs", 0, 189, 455, 199, 14.3),
+        *text,
+    ]
+    out = assemble([lines], [OutlineEntry("GNU Free Documentation License", 1, 0)]).text
+    assert "\n## ADDENDUM: How to use this License for your documents\n" in out
+    assert "\n## END OF TERMS AND CONDITIONS\n" in out
+    assert "\n## How to Apply These Terms to Your New Programs\n" in out
+
+
 def test_outline_headings_match_numbered_lines_and_take_a_chapter_line():
     lines = [
         Line(0, "Chapter 3", 0, 10, 100, 20),

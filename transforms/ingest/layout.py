@@ -164,7 +164,8 @@ _LIGATURES = re.compile("[\ufb00-\ufb06]")
 _DIGITS = re.compile(r"\d+")
 _PAGE_NUMBER = re.compile(r"(?i)(page\s+)?(\d{1,4}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,4})?")
 _NUMBERED = re.compile(r"(\d+(?:\.\d+)+|[A-Z]\.\d+(?:\.\d+)*|\d+\.?)\s+\S")
-_ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|[ivxlc]{1,6}$")
+# (a roman page number is a word of its own: "Manual" and "Leex" end with none)
+_ENDS_WITH_PAGE = re.compile(r"(\.\s*){2,}\s*\d{1,4}$|\s\d{1,4}$|(?:^|[\s.])[ivxlc]{1,6}$")
 # "term, 12, 14-16" or "12, 14": the same lines as "[^\d]+[, ]..." matched, without its
 # quadratic backtracking on a long line (a non-digit just before the separator is all it asks)
 _INDEX_LINE = re.compile(r"(?<=\D)[, ]\s*\d{1,4}([,–-]\s*\d{1,4})*$|^\d{1,4}([,–-]\s*\d{1,4})*$")
@@ -472,26 +473,44 @@ def _headings_under_outline(
     pages: Sequence[Sequence[Line]], headings: dict[tuple[int, int], tuple[int, int]]
 ) -> dict[tuple[int, int], tuple[int, int]]:
     """Headings by font that the outline does not list, each a level under the outline's
-    heading before it: lines set larger than the body, and smaller than that heading.
+    last heading set larger: short lines set larger than the body (`_looks_like_heading`).
 
     An outline may stop short of the sections: Erlang/OTP's manuals list a module and its
     functions, and a module's "Data Types" and "Exports", set larger than the text, were
     text lines ("yecc > Exports" no section path)."""
-    found = font_headings(pages)
-    if not found or not headings:
-        return {}
     body = _body_size(pages)
+    if not body or not headings:
+        return {}
     out: dict[tuple[int, int], tuple[int, int]] = {}
-    above: tuple[int, float] | None = None  # the level and size of the heading before
+    above: list[tuple[int, float]] = []  # the level and size of each outline heading so far
     for p, lines in enumerate(pages):
         for i, line in enumerate(lines):
             if (p, i) in headings:
-                above = (headings[(p, i)][0], line.size)
+                above.append((headings[(p, i)][0], line.size))
                 continue
-            if (p, i) not in found or above is None:
+            text = line.text.strip()
+            if not body * 1.12 < line.size or not _looks_like_heading(text):
                 continue
-            if body * 1.12 < line.size < above[1] - 0.5:
-                out[(p, i)] = (min(above[0] + 1, 6), 1)
+            if _VERSION_LINE.fullmatch(text):
+                continue
+            # under the last outline heading set larger (not a function's, in the text's size)
+            over = next((h for h in reversed(above) if line.size < h[1] - 0.5), None)
+            if over is None:
+                continue
+            start = next((k for k in range(i - 1, -1, -1) if (p, k) in out), None)
+            prev = lines[i - 1] if i else None
+            if (
+                start is not None
+                and prev is not None
+                and start + out[(p, start)][1] == i
+                and abs(lines[start].size - line.size) < 0.1
+                and line.top - prev.bottom < prev.bottom - prev.top
+            ):  # a heading's next line, set close under it ("ADDENDUM: How to use this
+                # License for your" / "documents"): one heading; "END OF TERMS AND
+                # CONDITIONS" over "How to Apply These Terms ...", a line apart: two
+                out[(p, start)] = (out[(p, start)][0], out[(p, start)][1] + 1)
+            else:
+                out[(p, i)] = (min(over[0] + 1, 6), 1)
     return out
 
 
@@ -533,6 +552,8 @@ def outline_headings(
                         break
                     if not (want.startswith(got) or want.endswith(got) or _tail_match(got, want)):
                         break
+            if not matches:
+                matches = [(i, 1) for i in _calls_named(lines, entry.title, p, out)]
             if matches:
                 # the largest of the lines that spell it: a running head that names the
                 # section ("1.1 Introduction" atop Erlang's page, in the text's size) is not it
@@ -540,6 +561,48 @@ def outline_headings(
                 out[(p, first)] = (min(entry.level, 6), span)
                 found = True
     return out
+
+
+# an outline entry that names a function by its arity: "file/2", "Module:token/3"
+_NAME_ARITY = re.compile(r"([\w:.$']+)/(\d{1,2})")
+
+
+def _calls_named(
+    lines: Sequence[Line], title: str, page: int, taken: dict[tuple[int, int], tuple[int, int]]
+) -> list[int]:
+    """The lines of `lines` that write the call an outline entry names by its arity
+    ("file/2": "file(Grammarfile, Options) -> yecc_ret()"), as Erlang's manuals list their
+    functions; the first of them only."""
+    m = _NAME_ARITY.fullmatch(title.strip())
+    if m is None:
+        return []
+    name, arity = m.group(1), int(m.group(2))
+    for i, line in enumerate(lines):
+        text = line.text.strip()
+        if (page, i) in taken or not text.startswith(name + "("):
+            continue
+        if _arity(text[len(name) :]) == arity:
+            return [i]
+    return []
+
+
+def _arity(call: str) -> int | None:
+    """The number of arguments of "(a, {b, c}, [d])..." (its top-level commas), or None
+    when its parenthesis does not close on the line."""
+    depth, commas, empty = 0, 0, True
+    for ch in call:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return 0 if empty else commas + 1
+        elif depth == 1:
+            if ch == ",":
+                commas += 1
+            elif not ch.isspace():
+                empty = False
+    return None
 
 
 def _tail_match(got: str, want: str) -> bool:
