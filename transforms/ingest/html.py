@@ -174,8 +174,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _drop_button_bars(tree)
     credits = generator_credits(tree)
     _articles_are_no_containers(tree)
-    _sections_are_no_containers(tree)
-    _repeated_containers_are_no_containers(tree)
+    _repeated_containers_are_no_containers(tree, _sections_are_no_containers(tree))
     _anchors_are_no_boilerplate(tree)
     _scaladoc_layout_as_content(tree)
     _yard_layout_as_content(tree)
@@ -518,9 +517,14 @@ def _unnamed_elements_unwrapped(tree: HtmlElement) -> None:
     building its output tree with lxml, raised on the name and returned nothing: the job
     rejected the whole page of WritablePath as "no main text". So would a Word export's
     ``<o:p>``. A browser shows such an element's content, and so does the job."""
-    for element in list(tree.iter()):
-        if isinstance(element.tag, str) and not _valid_tag(element.tag):
+    for element in _ODD_NAMES_XPATH(tree):  # the few with more than letters and digits
+        if not _valid_tag(element.tag):
             element.drop_tag()
+
+
+_ODD_NAMES_XPATH = XPath(
+    "//*[translate(name(), 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789', '')]"
+)
 
 
 def _load_html(html: str | bytes) -> HtmlElement | None:
@@ -808,9 +812,9 @@ def _articles_are_no_containers(tree: HtmlElement) -> None:
             article.tag = "div"
 
 
-def _sections_are_no_containers(tree: HtmlElement) -> None:
+def _sections_are_no_containers(tree: HtmlElement) -> int:
     """Take from a section of the content the id that made trafilatura take it for the page's
-    content container.
+    content container; the index of the expression that finds the container then.
 
     trafilatura extracts the first element that one of its ``BODY_XPATH`` expressions finds,
     in their order, and one of the first looks for an id starting with "primary" (a site's
@@ -822,7 +826,7 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
     pages). A section whose id is its own heading's anchor loses that id, and trafilatura
     finds the container it would have found without it (Sphinx's ``div[role=main]``).
     """
-    for expr in _CONTAINER_XPATHS:
+    for k, expr in enumerate(_CONTAINER_XPATHS):
         found = expr(tree)
         while found and _is_section_of_content(found[0]):
             section = found[0]
@@ -831,14 +835,15 @@ def _sections_are_no_containers(tree: HtmlElement) -> None:
             if found and found[0] is section:
                 break  # found by its class as well: left as trafilatura finds it
         if found:
-            return  # the container trafilatura takes
+            return k  # the expression that finds the container trafilatura takes
+    return len(_CONTAINER_XPATHS)
 
 
 # the attributes by which trafilatura's container expressions (`_CONTAINER_XPATHS`) find one
 _CONTAINER_ATTRIBUTES = ("class", "id", "role", "itemprop")
 
 
-def _repeated_containers_are_no_containers(tree: HtmlElement) -> None:
+def _repeated_containers_are_no_containers(tree: HtmlElement, start: int = 0) -> None:
     """Take from each of several elements apart, which a content-container expression of
     trafilatura finds alike, the attribute that makes it find them.
 
@@ -850,12 +855,15 @@ def _repeated_containers_are_no_containers(tree: HtmlElement) -> None:
     one expression finds side by side are parts of the page, not its container; without
     them the expression finds nothing, and the next finds the page's (Tomcat's
     ``div#content``). One element, or one inside the other, is left as trafilatura finds it.
+    The expressions before `start` find nothing (`_sections_are_no_containers` asked them).
     """
-    for expr in _CONTAINER_XPATHS:
+    for expr in _CONTAINER_XPATHS[start:]:
         found = expr(tree)
         if not found:
             continue
         first = found[0]
+        if not _repeated_alike(first):
+            return  # the common case, told by one cheap look
         attribute = _finding_attribute(expr, first)
         if attribute is None:
             return  # found by its tag (an <article>, a <main>): the page's container
@@ -880,6 +888,22 @@ def _repeated_containers_are_no_containers(tree: HtmlElement) -> None:
             for element, attribute, value in parts:
                 element.set(attribute, value)
             return
+
+
+def _repeated_alike(element: HtmlElement) -> bool:
+    """Whether another element of `element`'s tag, neither inside nor around it, has the same
+    value of one of the attributes a container expression reads."""
+    root = element.getroottree().getroot()
+    for attribute in _CONTAINER_ATTRIBUTES:
+        value = element.get(attribute)
+        if value is None:
+            continue
+        for other in root.iter(element.tag):
+            if other is element or other.get(attribute) != value:
+                continue
+            if element not in other.iterancestors() and other not in element.iterancestors():
+                return True
+    return False
 
 
 # a page of this many sections found alike is a listing, not parts of one page's text
