@@ -1270,3 +1270,12 @@ def test_an_element_named_as_no_xml_name_is_unwrapped():
     assert "- @Override public WatchKey **register**(WatchService watcher," in text
     # the bars above and below the page, outside any <nav>, are no content
     assert "Summary: Nested" not in text and "Detail: Field" not in text
+
+
+def test_a_line_break_in_an_item_keeps_the_space_before_inline_code():
+    # trafilatura trims the text after a <br> in a list item or a description: Go's
+    # "<br>(For <code>TEXT</code> items.)" read "(For`TEXT` items.)", pldoc's "- <code>
+    # library(prolog_xref)</code>" "-`library(prolog_xref)`"
+    text = _checked("go119-doc-asm.html.gz").text
+    assert "(For `TEXT` items.) Don't profile the marked function." in text
+    assert "(For`" not in text

@@ -201,6 +201,7 @@ def html_to_markdown(html: str | bytes, source: str = "") -> HtmlExtraction:
     _adjacent_inline_code_joined(tree)
     _inline_code_on_one_line(tree)
     _headings_on_one_line(tree)
+    _broken_items_as_paragraphs(tree)
     _layout_tables_unwrapped(tree)
     _div_grids_as_tables(tree)
     _layout_lists_unwrapped(tree)
@@ -2232,6 +2233,24 @@ def _div_grids_as_tables(tree: HtmlElement) -> None:
             table.append(row)
         table.tail = grid.tail
         grid.getparent().replace(grid, table)
+
+
+def _broken_items_as_paragraphs(tree: HtmlElement) -> None:
+    """The content of a list item, term or description that holds line breaks and no block
+    as one paragraph of it.
+
+    trafilatura trims the text after a ``<br>`` in such an item, so a space before an
+    inline element went: pldoc's "See also" lines ("- <code>library(prolog_xref)</code>
+    implements ...") read "-`library(prolog_xref)`", "and <b>bold</b>" read "and**bold**".
+    In a paragraph it keeps both the line breaks and the spaces."""
+    for item in tree.iter("li", "dd", "dt"):
+        if item.find("br") is None or any(child.tag in _BLOCK_TAGS for child in item):
+            continue
+        paragraph = item.makeelement("p", {})
+        paragraph.text, item.text = item.text, None
+        for child in list(item):
+            paragraph.append(child)  # with its tail
+        item.append(paragraph)
 
 
 def _heading_alone(item: HtmlElement) -> HtmlElement | None:
