@@ -206,13 +206,18 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
     """
     n_pages = sum(1 for p in pages if p)
     out: set[tuple[int, int]] = set()
+    keys: dict[tuple[int, int], tuple[tuple[str, int], bool]] = {}  # (page, index) -> key
     on_pages: dict[tuple[tuple[str, int], bool], set[int]] = {}
+    on_side: Counter[tuple[tuple[tuple[str, int], bool], int]] = Counter()  # (key, p % 2)
     outermost: dict[tuple[tuple[str, int], bool], set[int]] = {}
     body = _body_size(pages)
     for p, lines in enumerate(pages):
         for i in _edge_indexes(len(lines)):
-            key = (_key(lines[i], _edge(i, len(lines))), _edge(i, len(lines)))
-            on_pages.setdefault(key, set()).add(p)
+            edge = _edge(i, len(lines))
+            key = keys[(p, i)] = (_key(lines[i], edge), edge)
+            if p not in on_pages.setdefault(key, set()):
+                on_pages[key].add(p)
+                on_side[(key, p % 2)] += 1
             if i in (0, len(lines) - 1):
                 outermost.setdefault(key, set()).add(p)
     # a first or last line apart from the text by a band (a page's head or foot), whatever
@@ -232,14 +237,14 @@ def running_lines(pages: Sequence[Sequence[Line]]) -> set[tuple[int, int]]:
     needed_on_side = [max(MIN_REPEAT_PAGES, REPEAT_FRACTION * n) for n in sides]
     for p, lines in enumerate(pages):
         for i in _edge_indexes(len(lines)):
-            line, edge = lines[i], _edge(i, len(lines))
+            line = lines[i]
             if line.size > body * 1.12:
                 continue  # set larger than the body: a heading, not a running line
-            key = (_key(line, edge), edge)
+            key = keys[(p, i)]
             found = on_pages[key]
             if (
                 len(found) >= needed
-                or sum(1 for q in found if q % 2 == p % 2) >= needed_on_side[p % 2]
+                or on_side[(key, p % 2)] >= needed_on_side[p % 2]
                 or (n_pages >= 2 and _PAGE_NUMBER.fullmatch(line.text.strip()))
                 or (i in (0, len(lines) - 1) and _in_a_row(p, outermost[key]))
                 or (i in (0, len(lines) - 1) and _banded(p, line, i == 0, banded))
@@ -484,6 +489,7 @@ def _headings_under_outline(
     out: dict[tuple[int, int], tuple[int, int]] = {}
     above: list[tuple[int, float]] = []  # the level and size of each outline heading so far
     for p, lines in enumerate(pages):
+        last: int | None = None  # this page's last heading taken here, when it ends at `i`
         for i, line in enumerate(lines):
             if (p, i) in headings:
                 above.append((headings[(p, i)][0], line.size))
@@ -497,20 +503,20 @@ def _headings_under_outline(
             over = next((h for h in reversed(above) if line.size < h[1] - 0.5), None)
             if over is None:
                 continue
-            start = next((k for k in range(i - 1, -1, -1) if (p, k) in out), None)
             prev = lines[i - 1] if i else None
             if (
-                start is not None
+                last is not None
                 and prev is not None
-                and start + out[(p, start)][1] == i
-                and abs(lines[start].size - line.size) < 0.1
+                and last + out[(p, last)][1] == i
+                and abs(lines[last].size - line.size) < 0.1
                 and line.top - prev.bottom < prev.bottom - prev.top
             ):  # a heading's next line, set close under it ("ADDENDUM: How to use this
                 # License for your" / "documents"): one heading; "END OF TERMS AND
                 # CONDITIONS" over "How to Apply These Terms ...", a line apart: two
-                out[(p, start)] = (out[(p, start)][0], out[(p, start)][1] + 1)
+                out[(p, last)] = (out[(p, last)][0], out[(p, last)][1] + 1)
             else:
                 out[(p, i)] = (min(over[0] + 1, 6), 1)
+                last = i
     return out
 
 
