@@ -54,7 +54,7 @@ def check_file(path: str, dropped: bool = False) -> tuple[str, list[Violation], 
     import trafilatura
 
     from schemas.records import RawDocument
-    from transforms.ingest.extraction import cut_whitespace_runs, decode
+    from transforms.ingest.extraction import cut_whitespace_runs, decode, extracted_html
     from transforms.ingest.html import html_to_markdown
 
     with open(path, "rb") as f:
@@ -63,11 +63,9 @@ def check_file(path: str, dropped: bool = False) -> tuple[str, list[Violation], 
     tree = trafilatura.load_html(html)
     if tree is None:
         return "unknown", [Violation("lost", "not parseable as HTML")], 0, []
-    extraction = html_to_markdown(html, path)
+    extraction = extracted_html(html, lambda page: html_to_markdown(page, path))
     # the job cuts whitespace runs once, in the extracted text (extract.extract_document)
     text = cut_whitespace_runs(extraction.text)
-    if not text.strip():  # and rejects a page of no text (extraction.html_document)
-        raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     chars, lost = dropped_blocks(tree, text) if dropped else (0, [])
     return generator_of(tree), check_page(tree, text, extraction.title), chars, lost
 

@@ -332,6 +332,18 @@ def paged_document(raw: RawDocument, doc_type: str, paged) -> Document:
     )
 
 
+def extracted_html(html: str, html_extractor: HtmlExtractor):
+    """The HTML extractor's result for a page, or ExtractError for a page that only
+    redirects or holds no main text (the job's HTML step; `corpus-chunker structure` takes
+    it too, so it checks the pages the job keeps)."""
+    result = html_extractor(html)
+    if result.redirect:
+        raise ExtractError("redirect", f"only redirects (meta refresh) to {result.redirect[:200]}")
+    if not result.text.strip():
+        raise ExtractError("empty_after_extraction", "trafilatura found no main text")
+    return result
+
+
 def extract_document(
     raw: RawDocument, html_extractor: HtmlExtractor, paged_extractor: PagedExtractor = extract_paged
 ) -> Document:
@@ -348,18 +360,12 @@ def extract_document(
         doc_type, language = raw.hint_type, None if raw.hint_type != "code" else language
     title, url, date, lang = raw.title, raw.url, None, None
     if doc_type == "html":
-        result = html_extractor(text)
-        if result.redirect:
-            raise ExtractError(
-                "redirect", f"only redirects (meta refresh) to {result.redirect[:200]}"
-            )
+        result = extracted_html(text, html_extractor)
         text = result.text
         title = title or result.title
         url = url or result.url
         date = result.date
         lang = result.language
-        if not text.strip():
-            raise ExtractError("empty_after_extraction", "trafilatura found no main text")
     elif doc_type == "markdown":
         text = without_link_definitions(without_html_comments(text))
         if not text.strip():

@@ -871,11 +871,13 @@ def _repeated_containers_are_no_containers(tree: HtmlElement, start: int = 0) ->
         value = first.attrib.pop(attribute)
         again = expr(tree)
         other = again[0] if again else None
-        if other is None or other is first or first in other.iterancestors():
-            first.set(attribute, value)  # the one container, or inside the next one found
-            return
-        if other in first.iterancestors():
-            first.set(attribute, value)
+        if (
+            other is None
+            or other is first
+            or first in other.iterancestors()
+            or other in first.iterancestors()
+        ):
+            first.set(attribute, value)  # the one container, or one inside the other
             return
         parts = [(first, attribute, value)]
         while other is not None and len(parts) < _MAX_REPEATED_CONTAINERS:
@@ -894,16 +896,12 @@ def _repeated_containers_are_no_containers(tree: HtmlElement, start: int = 0) ->
 def _repeated_alike(element: HtmlElement) -> bool:
     """Whether another element of `element`'s tag, neither inside nor around it, has the same
     value of one of the attributes a container expression reads."""
-    root = element.getroottree().getroot()
-    for attribute in _CONTAINER_ATTRIBUTES:
-        value = element.get(attribute)
-        if value is None:
+    values = [(a, element.get(a)) for a in _CONTAINER_ATTRIBUTES if element.get(a) is not None]
+    for other in element.getroottree().getroot().iter(element.tag):
+        if other is element or not any(other.get(a) == v for a, v in values):
             continue
-        for other in root.iter(element.tag):
-            if other is element or other.get(attribute) != value:
-                continue
-            if element not in other.iterancestors() and other not in element.iterancestors():
-                return True
+        if element not in other.iterancestors() and other not in element.iterancestors():
+            return True
     return False
 
 
