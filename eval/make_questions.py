@@ -41,6 +41,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from commands.relevance import THRESHOLD, Passage
+
 SEED = 11
 WORDS_MIN = 8
 SQLITE_ANSWER_WORDS = 60
@@ -395,9 +397,40 @@ _HEADING_NUMBER = re.compile(r"^([Cc]hapter\s+)?(\d+(\.\d+)*|[A-Z](\.\d+)+)\.?\s
 
 
 def _words_key(text: str) -> str:
-    """A passage as its lower-cased runs of letters and digits: how an HTML passage is found
-    in a PDF's text (hyphenation, ligatures, Markdown marks and spacing aside)."""
+    """A heading or passage as its lower-cased runs of letters and digits (question ids)."""
     return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def pdf_reference_text(data: bytes) -> str:
+    """A PDF's text as PDFium gives it, page after page, with none of the job's layout
+    reading: what a pair's answers are looked for in. The question set must not depend on the
+    extraction it measures: filtered on the job's own text, a passage the job garbles would
+    drop out of the questions instead of counting as a miss (and the set moved with every
+    change to `transforms.ingest.layout`)."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(data)
+    try:
+        pages = []
+        for page in document:
+            text_page = page.get_textpage()
+            pages.append(text_page.get_text_bounded())
+            text_page.close()
+            page.close()
+        return "\n".join(pages)
+    finally:
+        document.close()
+
+
+def pdf_holds(reference: Passage, answer: str) -> bool:
+    """Whether a PDF whose reference text is `reference` holds the passage `answer`: half its
+    word 4-shingles or more are in it, the rule by which a chunk is found relevant to an answer
+    (`commands.relevance`), so that running heads, page breaks and hyphenation inside a
+    passage do not lose it."""
+    passage = Passage.of(answer)
+    if not passage.shingles:
+        return f" {' '.join(passage.words)} " in reference.joined
+    return len(passage.shingles & reference.shingles) >= THRESHOLD * len(passage.shingles)
 
 
 def section_passages(path: str) -> list[tuple[str, str]]:
@@ -430,9 +463,9 @@ def pdf_pair(
     once with the PDF (the same id, so the same half): "What does the manual say about
     Lexical conventions?". Kept when the heading has a letter (texi2any's footnotes are
     headed "(59)"), does not name the product (`product`), the passage has WORDS_MIN words
-    or more, and its words occur in `pdf_text` (the PDF's extracted text)."""
+    or more, and the PDF holds it (`pdf_holds` in `pdf_text`, its `pdf_reference_text`)."""
     html_out, pdf_out, seen = [], [], set()
-    pdf_key = _words_key(pdf_text)
+    reference = Passage.of(pdf_text)
     (pdf_name,) = os.listdir(os.path.join(pairs, "pdf", corpus))
     for path in sorted(glob.glob(os.path.join(pairs, "html", corpus, "*.html"))):
         for heading, answer in section_passages(path):
@@ -442,12 +475,12 @@ def pdf_pair(
                 or product.search(heading)
                 or heading.lower() in seen
                 or len(answer.split()) < WORDS_MIN
-                or _words_key(answer) not in pdf_key
+                or not pdf_holds(reference, answer)
             ):
                 continue
             seen.add(heading.lower())
             qid = f"pair-{corpus}-{_words_key(heading).replace(' ', '-')}"
-            question = f"What does the manual say about {heading.rstrip(':.')}?"
+            question = f"What does the manual say about {heading.rstrip(':.?')}?"
             source = os.path.join(corpus, os.path.basename(path))
             html_out.append(_record(qid, question, answer, source, f"{corpus}-html", "html"))
             pdf_source = os.path.join(corpus, pdf_name)
@@ -495,14 +528,12 @@ def _write(path: str, records: list[dict]) -> list[dict]:
 
 def pair_questions(pairs: str, out: str, product: re.Pattern[str] = _PRODUCT_WORDS) -> None:
     """OUT/html.jsonl and OUT/pdf.jsonl: every pair's questions, by form (`pdf_pair`)."""
-    from transforms.ingest.pdf import pdf_to_paged_text
-
     os.makedirs(out, exist_ok=True)
     by_form: dict[str, list[dict]] = {"html": [], "pdf": []}
     for corpus in sorted(os.listdir(os.path.join(pairs, "pdf"))):
         (pdf,) = glob.glob(os.path.join(pairs, "pdf", corpus, "*.pdf"))
         with open(pdf, "rb") as f:
-            text = pdf_to_paged_text(f.read()).text
+            text = pdf_reference_text(f.read())
         html, pdf_records = pdf_pair(pairs, corpus, text, product)
         by_form["html"] += html
         by_form["pdf"] += pdf_records

@@ -6,9 +6,10 @@ A document's text is its visible text, taken independently of the job's extracti
 page's text content (lxml, scripts and styles dropped), any other file as it is. Answer and
 document are compared after whitespace normalisation (every run of whitespace is one space),
 nothing else: an answer that is not a verbatim passage fails. A PDF has no such text: its
-answers (passages of the same manual's HTML) are checked as runs of letters and digits,
-lower-cased, in the PDF's text as `transforms.ingest.pdf` extracts it. A record's "split" must
-be the half its id hashes to (`eval.make_questions.split_of`).
+answers (passages of the same manual's HTML) are checked in the text PDFium gives of it,
+without the job's layout reading (`eval.make_questions.pdf_reference_text`), by the rule that
+finds a chunk relevant: half the answer's word 4-shingles or more (`pdf_holds`). A record's
+"split" must be the half its id hashes to (`eval.make_questions.split_of`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import sys
 from collections.abc import Sequence
 from functools import cache
 
-from eval.make_questions import split_of
+from commands.relevance import Passage
+from eval.make_questions import pdf_holds, pdf_reference_text, split_of
 
 _SPACE = re.compile(r"\s+")
 
@@ -49,16 +51,10 @@ def _document(path: str) -> str:
     return normalise(visible_text(path))
 
 
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
 @cache
-def _pdf_words(path: str) -> str:
-    from transforms.ingest.pdf import pdf_to_paged_text
-
+def _pdf_reference(path: str) -> Passage:
     with open(path, "rb") as f:
-        return _words(pdf_to_paged_text(f.read()).text)
+        return Passage.of(pdf_reference_text(f.read()))
 
 
 def check(question_files: Sequence[str], root: str) -> list[str]:
@@ -89,7 +85,7 @@ def answer_problems(record: dict, root: str) -> list[str]:
         if not os.path.isfile(path):
             problems.append(f"answers[{i}]: no document {path}")
         elif path.endswith(".pdf"):
-            if _words(answer["text"]) not in _pdf_words(path):
+            if not pdf_holds(_pdf_reference(path), answer["text"]):
                 problems.append(f"answers[{i}]: its words are not in {answer['source']}")
         elif normalise(answer["text"]) not in _document(path):
             problems.append(f"answers[{i}]: not a passage of {answer['source']}")

@@ -92,3 +92,46 @@ def test_scores_by_the_questions_template(tmp_path) -> None:
     assert "| callable | 2 | 0.500 / 0.500 |" in rows  # q1 at rank 11 is no hit
     assert "| class | 1 | 1.000 / 0.250 |" in rows
     assert "| value | 0 | 0.000 / 0.000 |" in rows
+
+
+def test_a_pdf_holds_a_passage_that_a_page_break_interrupts_not_one_it_lacks() -> None:
+    from commands.relevance import Passage
+    from eval.make_questions import pdf_holds
+
+    passage = "the planner uses these statistics to choose the most efficient plan for a query"
+    broken = passage.replace("choose the", "choose\nR Admin Manual 12\nthe")  # running head
+    reference = Passage.of(f"Chapter 2. {broken}. More text follows.")
+    assert pdf_holds(reference, passage)
+    assert not pdf_holds(reference, "a passage of other words that this manual never holds")
+
+
+def test_pair_questions_look_for_answers_in_pdfium_text_not_in_the_jobs(
+    tmp_path, monkeypatch
+) -> None:
+    """The pairs' question set must not depend on the PDF extraction it measures: built with
+    the job's PDF reading broken, it still keeps the section the PDF holds and drops the one
+    it does not."""
+    import shutil
+
+    import transforms.ingest.pdf
+    from eval.make_questions import pair_questions
+
+    def broken(*args, **kwargs):
+        raise AssertionError("the job's PDF extraction was used")
+
+    monkeypatch.setattr(transforms.ingest.pdf, "pdf_to_paged_text", broken)
+    (tmp_path / "pairs" / "pdf" / "m").mkdir(parents=True)
+    shutil.copyfile(os.path.join(HERE, "..", "samples", "pdf", "camlidl-1.04.doc.pdf"),
+                    tmp_path / "pairs" / "pdf" / "m" / "m.pdf")  # fmt: skip
+    (tmp_path / "pairs" / "html" / "m").mkdir(parents=True)
+    (tmp_path / "pairs" / "html" / "m" / "m.html").write_text(
+        "<html><body><h2>1.1 What is COM?</h2><p>COM is Microsoft's Common Object Model. It "
+        "provides a set of programming conventions as well as system support for packaging C++ "
+        "objects as executable components</p><h2>1.2 Elsewhere</h2><p>A passage of words that "
+        "the manual in the PDF does not hold anywhere at all</p></body></html>"
+    )
+    pair_questions(str(tmp_path / "pairs"), str(tmp_path / "out"))
+    with open(tmp_path / "out" / "pdf.jsonl", encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    assert [r["question"] for r in records] == ["What does the manual say about What is COM?"]
+    assert records[0]["answers"][0]["source"] == "m/m.pdf"
