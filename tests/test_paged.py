@@ -468,3 +468,52 @@ def test_a_long_pdf_takes_a_small_multiple_of_its_text_in_memory():
         tracemalloc.stop()
     assert text.count("the quick brown fox") >= 300 * 30
     assert peak < 8 * len(text), f"peak {peak / 1e6:.1f} MB for {len(text) / 1e6:.1f} MB of text"
+
+
+def _markdown_blocks(text: str) -> list[tuple[str, str]]:
+    """(block type, its markup) of every block the chunker's Markdown reader finds."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(text)
+    return [(t.type, t.markup) for t in tokens if t.type.endswith("_open") or t.type == "hr"]
+
+
+def test_a_bullet_on_a_line_of_its_own_heads_the_line_after_it_not_the_line_before():
+    # Erlang's STDLIB, ets:info/2: PDFium puts the bullet a few points above its item's
+    # text, so it is a line alone; written "- " under the line before, Markdown read that
+    # line as a heading ("Indicates if the table is fixed by any process." headed 550 chunks)
+    from transforms.ingest.layout import assemble
+
+    lines = [
+        Line(0, "• Item=fixed, Value=boolean()", 57.1, 645.1, 300, 652.4, 10.0),
+        Line(0, "Indicates if the table is fixed by any process.", 74.9, 661.7, 400, 668.4, 10.0),
+        Line(0, "•", 57.1, 678.2, 59.8, 680.9, 10.0),
+        Line(0, "Item=safe_fixed, Value={FixationTime,Info}|false", 75.7, 682.2, 400, 687.9, 10.0),
+        # kernel's gen_sctp: the item is code in a smaller size, a little lower
+        Line(0, "•", 57.1, 700.5, 59.8, 703.2, 10.0),
+        Line(0, "#sctp_send_failed{", 81.2, 712.3, 167.0, 719.7, 8.0),
+    ]
+    text = assemble([lines]).text
+    assert "- Item=safe_fixed, Value={FixationTime,Info}|false" in text
+    assert "- \\#sctp_send_failed{" in text
+    assert not [b for b in _markdown_blocks(text) if b[0] == "heading_open"], text
+
+
+def test_a_line_of_dashes_or_a_marker_alone_is_text_not_markdown_block_syntax():
+    # STDLIB's re: the metacharacter "-" alone on a line under its neighbour's description;
+    # io:fread's control sequences "+" and "1."; tools' profiler output, a row of dashes;
+    # a bulleted "*" (tools' operators)
+    from transforms.ingest.layout import assemble
+
+    rows = ["Negate the class, but only if the first character", "-",
+            "Indicates character range", "+", "Like #, but prints lowercase letters.", "1.",
+            "It localizes a set of alternatives.", "----- --- ------- ------------",
+            "FUNCTION CALLS % TIME", "***", "• *", "• # not a heading", "- 1.", "="]  # fmt: skip
+    lines = [Line(0, row, 72, 100 + 12 * i, 400, 110 + 12 * i, 10.0) for i, row in enumerate(rows)]
+    text = assemble([lines]).text
+    blocks = _markdown_blocks(text)
+    assert all(
+        kind in ("paragraph_open", "bullet_list_open", "list_item_open") for kind, _ in blocks
+    )
+    assert [m for kind, m in blocks if kind == "list_item_open"] == ["-", "-", "-"], text
+    assert "\n\\-\n" in text and "\n1\\.\n" in text and "- \\# not a heading" in text

@@ -180,6 +180,14 @@ _FIRST_WORD = re.compile(r"([a-z]+)")
 _WORD = re.compile(r"[A-Za-z]+")
 _BULLET = re.compile(r"^[•●▪◦‣∙·■□–]\s*")
 _MARKDOWN_START = re.compile(r"^(#|```|~~~|>|\s{4})")
+# A line that Markdown reads as a setext heading's underline ("-" or "=" alone under a line of
+# text makes that line a heading) or as a thematic break ("***", "- - -"): Erlang's table of
+# PCRE metacharacters has "-" alone on a line, tools' profiler output rows of dashes.
+_BLOCK_LINE = re.compile(r"^(=+|-+)$|^([-*_])(\s*\2){2,}$")
+# A list marker alone: an empty list item ("+" and "1." in STDLIB's io:format table of control
+# sequences, "*" in a bulleted item of tools' operator list).
+_MARKER_ALONE = re.compile(r"^([-+*]|\d{1,9}[.)])$")
+_LIST_ITEM = re.compile(r"^([-+*]|\d{1,9}[.)]) (?=\S)")
 
 
 def normalise(text: str) -> str:
@@ -657,10 +665,37 @@ def _compounds(pages: Sequence[Sequence[Line]]) -> frozenset[str]:
 
 
 def _as_markdown_line(text: str) -> str:
-    text = _BULLET.sub("- ", text) if _BULLET.match(text) else text
-    if _MARKDOWN_START.match(text):
+    """A body line as Markdown: a bullet as "- ", and a backslash before a line that would
+    otherwise read as block syntax (a heading, a fence, a quote, code, a heading's underline,
+    a rule) rather than as the line of text it is."""
+    bullet = _BULLET.match(text)
+    if bullet:
+        # a bullet alone stays the glyph it is: "- " there would underline the line before
+        return "- " + _as_markdown_line(text[bullet.end() :]) if bullet.end() < len(text) else text
+    if _MARKER_ALONE.match(text):
+        return text[:-1] + "\\" + text[-1] if text[0].isdigit() else "\\" + text
+    if _MARKDOWN_START.match(text) or _BLOCK_LINE.match(text):
         return "\\" + text.lstrip()
+    item = _LIST_ITEM.match(text)  # an item's text is read as a line of its own
+    if item:
+        return text[: item.end()] + _as_markdown_line(text[item.end() :])
     return text
+
+
+def _bullet_item(lines: Sequence[Line], i: int, text: str) -> str | None:
+    """The item of a bullet set on a line of its own (`text`, the bullet alone: PDFium puts
+    a glyph a little above or below its text's baseline on a line of its own) with the line
+    after it, which starts to its right with no paragraph's space between: "• " and its text;
+    else None. Alone, the bullet was an empty "- " under the line before, which Markdown reads
+    as that line's heading underline (Erlang's STDLIB: "Indicates if the table is fixed by
+    any process." headed 550 chunks)."""
+    if not _BULLET.fullmatch(text) or i + 1 >= len(lines):
+        return None
+    bullet, item = lines[i], lines[i + 1]
+    following = " ".join(item.text.split())
+    if not following or item.x0 < bullet.x1 or _gap(bullet, item):
+        return None
+    return text.strip() + " " + following
 
 
 def assemble(
@@ -753,8 +788,12 @@ def assemble(
                 page_started = True
             if paragraph_break and last and not last.endswith("\n\n"):
                 emit("\n")
+            item = None if (p, i + 1) in headings else _bullet_item(lines, i, text)
+            if item is not None:
+                text = item
+                i += 1
             pending = _as_markdown_line(text)
-            prev = line
+            prev = lines[i]
             i += 1
         if not page_started:
             flush()
