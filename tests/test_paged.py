@@ -6,6 +6,7 @@ import pytest
 
 from schemas.records import RawDocument
 from tests.paged.make import (
+    code_pdf,
     contents_and_index_pdf,
     image_only_pdf,
     long_pdf,
@@ -517,3 +518,24 @@ def test_a_line_of_dashes_or_a_marker_alone_is_text_not_markdown_block_syntax():
     )
     assert [m for kind, m in blocks if kind == "list_item_open"] == ["-", "-", "-"], text
     assert "\n\\-\n" in text and "\n1\\.\n" in text and "- \\# not a heading" in text
+
+
+def test_monospaced_lines_set_apart_are_a_fenced_block_with_their_indentation():
+    text = _extract("code.pdf", code_pdf()).text
+    assert "```\ndef add(a, b):\n    return a + b\nprint(add(1, 2))\n```" in text, text
+    # a name in code at the end of a prose line, and a term over its description, stay text
+    assert "the name of the helper is add_numbers" in text
+    assert "\nbadarg\nIf an argument is of the wrong type." in text, text
+    assert text.count("```") == 2
+
+
+def test_a_double_spaced_code_example_has_no_blank_lines():
+    # freefem's examples: a line number in the text's font, the code double-spaced
+    from transforms.ingest.layout import assemble
+
+    code = [Line(0, f"{k} border(1,0,{k},20)", 121, 300 + 20 * k, 300, 308 + 20 * k, 10.0, False,
+                 True) for k in range(1, 4)]  # fmt: skip
+    lines = [Line(0, "For example", 143, 270, 250, 278, 10.0), *code,
+             Line(0, "triangulates the unit square.", 126, 400, 400, 408, 10.0)]  # fmt: skip
+    text = assemble([lines]).text
+    assert "```\n1 border(1,0,1,20)\n2 border(1,0,2,20)\n3 border(1,0,3,20)\n```" in text, text

@@ -298,3 +298,38 @@ def numeric_table_pdf() -> bytes:
         c.showPage()
     c.save()
     return buf.getvalue()
+
+
+def code_pdf() -> bytes:
+    """A page of prose in Times with a Courier example of three lines (one indented), a
+    Courier name that a prose line ends with, and a one-line Courier term over its indented
+    description."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _, height = A4
+    y = height - 100
+
+    def line(font: str, x: float, text: str, step: float = 14) -> None:
+        nonlocal y
+        c.setFont(font, 10)
+        c.drawString(x, y, text)
+        y -= step
+
+    line("Times-Roman", 72, "The function below adds two numbers and returns their sum to the", 24)
+    line("Courier", 72, "def add(a, b):")
+    line("Courier", 96, "return a + b")
+    line("Courier", 72, "print(add(1, 2))", 24)
+    c.setFont("Times-Roman", 10)
+    c.drawString(72, y, "Call it as often as needed; the name of the helper is")
+    c.setFont("Courier", 10)
+    c.drawString(310, y, "add_numbers")
+    y -= 24
+    line("Courier", 72, "badarg", 14)
+    line("Times-Roman", 96, "If an argument is of the wrong type.", 24)
+    line("Times-Roman", 72, "That is all there is to say about adding numbers in this manual.")
+    c.showPage()
+    c.save()
+    return buf.getvalue()

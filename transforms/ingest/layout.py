@@ -16,7 +16,7 @@ import re
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import NamedTuple
@@ -45,6 +45,7 @@ class Line(NamedTuple):  # a 2,000-page PDF has 80,000: a frozen dataclass took 
     bottom: float
     size: float = 0.0  # font size of the line's first character
     bold: bool = False
+    mono: bool = False  # set in a monospaced font (its first, middle and last characters)
 
 
 class PageLines(Sequence[Line]):
@@ -53,7 +54,7 @@ class PageLines(Sequence[Line]):
     cost about their text (a `Line` each, with its own floats and string, took 12x the text of
     a 2,000-page PDF). `without` leaves lines out by index, sharing the storage."""
 
-    __slots__ = ("_bold", "_ends", "_geometry", "_index", "_text", "page")
+    __slots__ = ("_ends", "_flags", "_geometry", "_index", "_text", "page")
 
     def __init__(self, lines: Sequence[Line], page: int = 0) -> None:
         self.page = lines[0].page if lines else page
@@ -68,14 +69,14 @@ class PageLines(Sequence[Line]):
         for ln in lines:
             geometry.extend((ln.x0, ln.top, ln.x1, ln.bottom, ln.size))
         self._geometry = geometry
-        self._bold = bytes(ln.bold for ln in lines)
+        self._flags = bytes(ln.bold | ln.mono << 1 for ln in lines)
         self._index: array | None = None  # the stored lines this page shows, when not all
 
     def without(self, left_out: set[int]) -> PageLines:
         """The page less the lines at these indexes (its storage shared, not copied)."""
         view = object.__new__(PageLines)
         view.page, view._text, view._ends = self.page, self._text, self._ends
-        view._geometry, view._bold = self._geometry, self._bold
+        view._geometry, view._flags = self._geometry, self._flags
         view._index = array("l", (self._at(i) for i in range(len(self)) if i not in left_out))
         return view
 
@@ -97,16 +98,18 @@ class PageLines(Sequence[Line]):
         end = self._ends[k]
         start = self._ends[k - 1] + 1 if k else 0
         x0, top, x1, bottom, size = self._geometry[5 * k : 5 * k + 5]
+        flags = self._flags[k]
         return Line(
-            self.page, self._text[start:end], x0, top, x1, bottom, size, bool(self._bold[k])
-        )
+            self.page, self._text[start:end], x0, top, x1, bottom, size, bool(flags & 1),
+            bool(flags & 2),
+        )  # fmt: skip
 
     def __iter__(self) -> Iterator[Line]:
-        text, ends, geometry, bold, page = (
+        text, ends, geometry, flags, page = (
             self._text,
             self._ends,
             self._geometry,
-            self._bold,
+            self._flags,
             self.page,
         )
         for k in range(len(ends)) if self._index is None else self._index:
@@ -119,7 +122,8 @@ class PageLines(Sequence[Line]):
                 geometry[g + 2],
                 geometry[g + 3],
                 geometry[g + 4],
-                bool(bold[k]),
+                bool(flags[k] & 1),
+                bool(flags[k] & 2),
             )
 
     def sizes(self) -> Iterator[tuple[float, int]]:
@@ -187,6 +191,9 @@ _BLOCK_LINE = re.compile(r"^(=+|-+)$|^([-*_])(\s*\2){2,}$")
 # A list marker alone: an empty list item ("+" and "1." in STDLIB's io:format table of control
 # sequences, "*" in a bulleted item of tools' operator list).
 _MARKER_ALONE = re.compile(r"^([-+*]|\d{1,9}[.)])$")
+_BACKTICKS = re.compile(r"`+")
+CODE_BLANK_PITCHES = 1.5
+MAX_CODE_INDENT = 40  # spaces: a line set further right in a code block is not indented more
 _LIST_ITEM = re.compile(r"^([-+*]|\d{1,9}[.)]) (?=\S)")
 
 
@@ -682,6 +689,48 @@ def _as_markdown_line(text: str) -> str:
     return text
 
 
+def _code_end(
+    lines: Sequence[Line], i: int, prev: Line | None, is_heading: Callable[[int], bool]
+) -> int:
+    """The end of the run of monospaced lines from `i` when it is a block of code, else `i`:
+    two lines or more, or one set apart from the text around it by a paragraph's space (a
+    name in code that a line of prose wraps to stays in its paragraph) and not over an
+    indented description."""
+    end = i
+    while end < len(lines) and lines[end].mono and not is_heading(end):
+        end += 1
+    if end - i >= 2:
+        return end
+    if end < len(lines) and lines[end].x0 > lines[i].x0 + max(lines[i].size, 1.0):
+        return i  # a term over its indented description (Erlang's "badarg", an option)
+    before = prev is None or _gap(prev, lines[i])
+    after = end == len(lines) or _gap(lines[i], lines[end])
+    return end if before and after else i
+
+
+def code_block(lines: Sequence[Line]) -> str:
+    """Monospaced lines as a fenced block: each line's text as PDFium gives it (its spaces
+    kept), indented by how far right of the block's leftmost line it starts in character
+    widths, a blank line where a line is further below the one before than the block's usual
+    spacing (freefem sets its examples double-spaced: that is no blank line)."""
+    widths = sorted(
+        (ln.x1 - ln.x0) / len(ln.text.strip()) for ln in lines if len(ln.text.strip()) >= 4
+    )
+    width = widths[len(widths) // 2] if widths else 0.6 * max(lines[0].size, 1.0)
+    left = min(ln.x0 for ln in lines)
+    pitches = sorted(b.top - a.top for a, b in pairwise(lines) if b.top > a.top)
+    pitch = pitches[len(pitches) // 2] if pitches else 0.0
+    body: list[str] = []
+    for k, ln in enumerate(lines):
+        if k and pitch and ln.top - lines[k - 1].top > CODE_BLANK_PITCHES * pitch:
+            body.append("")
+        indent = min(round((ln.x0 - left) / width), MAX_CODE_INDENT) if width > 0 else 0
+        body.append(" " * indent + ln.text.strip())
+    ticks = max((len(m) for m in _BACKTICKS.findall("\n".join(body))), default=0)
+    fence = "`" * max(3, ticks + 1)
+    return "\n".join([fence, *body, fence])
+
+
 def _bullet_item(lines: Sequence[Line], i: int, text: str) -> str | None:
     """The item of a bullet set on a line of its own (`text`, the bullet alone: PDFium puts
     a glyph a little above or below its text's baseline on a line of its own) with the line
@@ -769,6 +818,18 @@ def assemble(
                 prev = None
                 i += span
                 continue
+            end = _code_end(lines, i, prev, lambda k, p=p: (p, k) in headings) if line.mono else i
+            if end > i:  # lines in a monospaced font set apart: a fenced block
+                flush()
+                if not page_started:
+                    starts += [length] * (p + 1 - len(starts))
+                    page_started = True
+                if last and not last.endswith("\n\n"):
+                    emit("\n")
+                emit(code_block(lines[i:end]) + "\n\n")
+                prev = lines[end - 1]
+                i = end
+                continue
             if pending is not None and pending.endswith("-"):
                 if lexicon is None:
                     lexicon = (_words(kept), _compounds(kept))
@@ -843,7 +904,7 @@ def _gap(prev: Line, line: Line) -> bool:
 def replace_text(line: Line, text: str) -> Line:
     if text == line.text:
         return line
-    return Line(line.page, text, line.x0, line.top, line.x1, line.bottom, line.size, line.bold)
+    return line._replace(text=text)
 
 
 def page_of(page_starts: Sequence[int], offset: int) -> int:

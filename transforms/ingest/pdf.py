@@ -29,6 +29,15 @@ BOLD_WEIGHT = 600
 MIN_CHARS_PER_PAGE = 1.0  # fewer letters per page than this: no text layer (scanned)
 GUTTER_EMS = 2.0  # a space wider than this many font sizes may be a gutter between columns
 _SPACES = re.compile(r"\s+")
+# Fonts of fixed width, by name: PDFium's fixed-pitch flag is set on none of TeX's CMTT10,
+# FreeMono or Courier in the PDFs at hand, and on DejaVuSans, which is not. TeX's typewriter
+# faces (cmtt, ectt/sftt of the EC fonts, lmmono, txtt, pcrr: Courier by its Berry name),
+# and the usual monospaced families.
+MONO_SAMPLES = 5
+_MONO_FONT = re.compile(
+    r"(?i)mono|courier|consol|menlo|monaco|typewriter|sourcecode|firacode|"
+    r"(^|\+)(cm|ec|sf|tx|t1x)[sl]?tt|(^|\+)pcr[rbo]"
+)
 # PDFium keeps the objects it parsed for each page until the document is closed (13 MB for
 # the 2,000 pages of bench/pdf_memory.py); a fresh handle every so many pages lets them go
 REOPEN_PAGES = 200
@@ -73,16 +82,38 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
     mid = width / 2
 
     # bound once: a 2,000-page PDF makes 80,000 lines, four PDFium calls each
-    char_box, font_size, font_weight = (
+    char_box, font_size, font_weight, font_info = (
         raw.FPDFText_GetCharBox,
         raw.FPDFText_GetFontSize,
         raw.FPDFText_GetFontWeight,
+        raw.FPDFText_GetFontInfo,
     )
     refs = (left, right, bottom, top)
+    name, flags = ctypes.create_string_buffer(128), ctypes.c_int()
+    mono_fonts: dict[bytes, bool] = {}
+
+    def mono(i: int) -> bool:
+        font_info(handle, i, name, len(name), ctypes.byref(flags))
+        known = mono_fonts.get(name.value)
+        if known is None:
+            known = mono_fonts[name.value] = bool(_MONO_FONT.search(name.value.decode("latin-1")))
+        return known
 
     def box(i: int) -> tuple[float, float, float, float]:
         char_box(handle, i, *refs)
         return left.value, right.value, bottom.value, top.value
+
+    def monospaced(first: int, last: int) -> bool:
+        """Whether four of five characters spread over the line are in a monospaced font: a
+        line of code may start with a line number in the text's font ("1 polygon(...)"), a
+        line of prose start and end with a name in code."""
+        votes = 0
+        for k in range(MONO_SAMPLES):
+            i = first + (last - first) * k // (MONO_SAMPLES - 1)
+            while i < last and text[i].isspace():
+                i += 1
+            votes += mono(i)
+        return votes >= MONO_SAMPLES - 1
 
     def make(first: int, last: int, body: str, hyphen: bool) -> Line:
         x0, _, y_bottom, y_top = box(first)
@@ -99,6 +130,7 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
             height - y_bottom,
             round(size, 1),
             weight >= BOLD_WEIGHT,
+            monospaced(first, last),
         )
 
     # PDFium ends a line with \r\n, except after a hyphen that ends a line: it marks that
