@@ -308,16 +308,44 @@ def test_a_long_entry_is_cut_before_the_deepest_one_is_lost() -> None:
     assert entry_items(merged.section_path[-1]) == [long, "click.unstyle(text)"]
     fitted = fitter.fit_path(path_parts(merged), "", chunk.text, max_header_tokens=32).context
     assert fitted is not None and fitted.endswith("…, click.unstyle(…)")
-    # a header that fits is the same; one whose entries cannot be cut enough is cut at its end
+    # a header that fits is the same; one whose entries cannot be cut enough leaves out the
+    # entries above the deepest ones, not the deepest
     short = make_chunk("x", source="/docs/a.html", doc_type="html", title="A", section_path=("B",))
     assert fitter.fit_path(path_parts(short), "", "x", max_header_tokens=32).context == (
         "a.html > A > B"
     )
     many = make_chunk("x", source="/docs/a.html", doc_type="html", title="A",
                       section_path=tuple(f"Heading number {i}" for i in range(20)))  # fmt: skip
-    assert fitter.fit_path(path_parts(many), "", "x", max_header_tokens=32) == fitter.fit(
-        path_header(many), "x", max_header_tokens=32
+    assert fitter.fit_path(path_parts(many), "", "x", max_header_tokens=32).context == (
+        "a.html > A > … > Heading number 15 > Heading number 16 > Heading number 17 > "
+        "Heading number 18 > Heading number 19"
     )
+
+
+def test_a_deep_section_keeps_its_own_heading_when_the_ones_above_it_cannot_all_fit() -> None:
+    """Erlang's ERTS manual as a PDF: four levels under a long title. Even with every item cut
+    to its shortest the header did not fit, and cut at its end it named "1.6 How to Im" and not
+    the record the chunk describes; the entries above the deepest now give way first."""
+    chunk = make_chunk(
+        "The record #hs_data{} holds the handshake state. " * 8,
+        source="/docs/erts-13.1.5.pdf",
+        doc_type="pdf",
+        title="Erlang Run-Time System Application (ERTS)",
+        section_path=(
+            "1 ERTS User's Guide",
+            "1.6 How to Implement an Alternative Carrier for the Erlang Distribution",
+            "1.6.2 Distribution Module",
+            "The #hs_data{} Record",
+        ),
+    )
+    tokenizer = make_tokenizer("cl100k_base")
+    fitter = HeaderFitter(TokenBudget(chunk_size=192), tokenizer)
+    cut_at_end = fitter.fit(path_header(chunk), chunk.text, max_header_tokens=32).context
+    assert cut_at_end is not None and "hs_data" not in cut_at_end
+    fitted = fitter.fit_path(path_parts(chunk), "", chunk.text, max_header_tokens=32).context
+    assert fitted is not None and tokenizer.count(fitted) <= 32
+    assert fitted.startswith("erts-13.1.5.pdf > Erlang Run-Time")
+    assert fitted.endswith(" > … > The #hs_data{} Record"), fitted
 
 
 def test_a_header_too_long_for_its_items_leaves_out_the_last_merged_siblings() -> None:

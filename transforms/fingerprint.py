@@ -13,7 +13,7 @@ from typing import Any
 
 from schemas.records import stable_hash
 
-CONFIG_VERSION = 88  # bump when a code change alters output for the same flags
+CONFIG_VERSION = 89  # bump when a code change alters output for the same flags
 
 # The settings that change the output (not paths, runner, prices, the token engine).
 FINGERPRINT_KEYS = (

@@ -286,14 +286,35 @@ def balanced_header(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str
     heading) cut to one length, the longest that `fits` (an item shorter than that stays
     whole; the place, `parts[0]`, always does): a Sphinx class's signature of hundreds of
     characters no longer pushes the method under it, or a long signature the sibling after it,
-    out of the chunk's header. When even items of MIN_ITEM_CHARS do not fit, those, for the
-    caller to cut at the end, unless an entry of several items (merged siblings) fits with
-    its last items left out for one "…" (`_fewer_items`)."""
-    longest = max((len(i) for p in parts[1:] for i in p), default=0)
+    out of the chunk's header. When even items of MIN_ITEM_CHARS do not fit: an entry of
+    several items (merged siblings) with its last items left out for one "…" (`_fewer_items`),
+    else the entries above the deepest written "…" (`_fewer_entries`), else items of
+    MIN_ITEM_CHARS for the caller to cut at the end."""
+    balanced = _balanced(parts, tail, fits)
+    if balanced is not None:
+        return balanced
+    capped = min(MIN_ITEM_CHARS, _longest_item(parts))
+    return (
+        _fewer_items(parts, tail, capped, fits)
+        or _fewer_entries(parts, tail, fits)
+        or _capped(parts, tail, capped)
+    )
+
+
+def _longest_item(parts: list[tuple[str, ...]]) -> int:
+    return max((len(i) for p in parts[1:] for i in p), default=0)
+
+
+def _balanced(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str], bool]) -> str | None:
+    """The header of `parts` with its items cut to the longest one length that `fits`, no
+    shorter than MIN_ITEM_CHARS; None when none does."""
+    longest = _longest_item(parts)
+    whole = _capped(parts, tail, longest)  # no item cut
+    if fits(whole):
+        return whole
     lo, hi = MIN_ITEM_CHARS, longest - 1
     if hi < lo or not fits(_capped(parts, tail, lo)):
-        capped = min(lo, longest)
-        return _fewer_items(parts, tail, capped, fits) or _capped(parts, tail, capped)
+        return None
     while lo < hi:  # the largest cap in [lo, hi] that fits
         mid = (lo + hi + 1) // 2
         if fits(_capped(parts, tail, mid)):
@@ -301,6 +322,30 @@ def balanced_header(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str
         else:
             hi = mid - 1
     return _capped(parts, tail, lo)
+
+
+def _fewer_entries(
+    parts: list[tuple[str, ...]], tail: str, fits: Callable[[str], bool]
+) -> str | None:
+    """The header of `parts` with the fewest of the entries between its first two (the place
+    and the title, or a code file's outermost scope) and its deepest written as one "…", so
+    that the deepest entries, which name what the chunk holds, stay: a deep manual's
+    "erts-13.1.5.pdf > Erlang Run-Time… > 1 ERTS User's Gu… > 1.6 How to Im" lost its
+    "1.6.2 Distribution Module" and the record under it when the header was cut at its end.
+    Their items cut to one length as in `balanced_header`: the fewest entries left out that
+    keep the deepest entry whole, else the fewest that fit at all; None when none fits."""
+    first_fit = None
+    for drop in range(1, len(parts) - 2):
+        fewer = [*parts[:2], (ELLIPSIS,), *parts[2 + drop :]]
+        candidate = _balanced(fewer, tail, fits)
+        if candidate is None:
+            candidate = _fewer_items(fewer, tail, min(MIN_ITEM_CHARS, _longest_item(fewer)), fits)
+        if candidate is None:
+            continue
+        if candidate.removesuffix(tail).endswith(", ".join(parts[-1])):
+            return candidate
+        first_fit = first_fit or candidate
+    return first_fit
 
 
 def _fewer_items(
