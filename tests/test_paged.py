@@ -539,3 +539,36 @@ def test_a_double_spaced_code_example_has_no_blank_lines():
              Line(0, "triangulates the unit square.", 126, 400, 400, 408, 10.0)]  # fmt: skip
     text = assemble([lines]).text
     assert "```\n1 border(1,0,1,20)\n2 border(1,0,2,20)\n3 border(1,0,3,20)\n```" in text, text
+
+
+def test_code_that_runs_onto_the_next_page_is_one_block():
+    # Erlang's tools: a type spec set in DejaVuSansMono across a page break (290 of 3,526
+    # page breaks of 38 Debian PDFs fell inside a block, each closed and opened again)
+    from transforms.ingest.layout import assemble, page_of
+
+    def code(page: int, rows: list[tuple[float, str]]) -> list[Line]:
+        return [Line(page, text, x, 600 + 12 * k, x + 6 * len(text), 610 + 12 * k, 10.0,
+                     False, True) for k, (x, text) in enumerate(rows)]  # fmt: skip
+
+    rows = [(72, "analyse_answer() ="), (96, "{ok, OutFile :: file:filename()} |")]
+    first = [Line(0, "The type of an answer:", 72, 580, 300, 590, 10.0), *code(0, rows)]
+    second = [*code(1, [(96, "{error, analyse_rsn()}"), (72, "analyse_file_option() =")]),
+              Line(1, "It is returned by analyse_to_file/1.", 72, 700, 400, 710, 10.0)]  # fmt: skip
+    paged = assemble([first, second])
+    block = (
+        "```\nanalyse_answer() =\n    {ok, OutFile :: file:filename()} |\n"
+        "    {error, analyse_rsn()}\nanalyse_file_option() =\n```"
+    )
+    assert block in paged.text, paged.text
+    assert paged.text.count("```") == 2
+    # the second page starts at its first line, inside the block
+    at = paged.text.index("    {error, analyse_rsn()}")
+    assert page_of(paged.page_starts, at) == 2
+    assert page_of(paged.page_starts, at - 5) == 1
+    # an even page set 14 points further right (Erlang's PDFs: margins of 64 and 78 points)
+    shifted = [ln._replace(x0=ln.x0 + 14, x1=ln.x1 + 14) for ln in second]
+    assert block in assemble([first, shifted]).text
+    # code further left on the next page is a block of its own
+    moved = [Line(1, ln.text, ln.x0 - 50, ln.top, ln.x1 - 50, ln.bottom, 10.0, False, True)
+             for ln in second[:2]]  # fmt: skip
+    assert assemble([first, moved]).text.count("```") == 4

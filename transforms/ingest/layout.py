@@ -193,6 +193,10 @@ _BLOCK_LINE = re.compile(r"^(=+|-+)$|^([-*_])(\s*\2){2,}$")
 _MARKER_ALONE = re.compile(r"^([-+*]|\d{1,9}[.)])$")
 _BACKTICKS = re.compile(r"`+")
 CODE_BLANK_PITCHES = 1.5
+# character widths: the next page's code, from this far left of a block's edge rightwards
+# (its first lines may be indented ones), goes on the block the page before ended with
+MAX_CODE_SHIFT = 2
+MARGIN_LINES = 3
 MAX_CODE_INDENT = 40  # spaces: a line set further right in a code block is not indented more
 _LIST_ITEM = re.compile(r"^([-+*]|\d{1,9}[.)]) (?=\S)")
 
@@ -708,27 +712,54 @@ def _code_end(
     return end if before and after else i
 
 
-def code_block(lines: Sequence[Line]) -> str:
-    """Monospaced lines as a fenced block: each line's text as PDFium gives it (its spaces
-    kept), indented by how far right of the block's leftmost line it starts in character
-    widths, a blank line where a line is further below the one before than the block's usual
-    spacing (freefem sets its examples double-spaced: that is no blank line)."""
+def code_layout(lines: Sequence[Line]) -> tuple[float, float]:
+    """(the left edge, the width of a character) of monospaced lines."""
     widths = sorted(
         (ln.x1 - ln.x0) / len(ln.text.strip()) for ln in lines if len(ln.text.strip()) >= 4
     )
     width = widths[len(widths) // 2] if widths else 0.6 * max(lines[0].size, 1.0)
-    left = min(ln.x0 for ln in lines)
+    return min(ln.x0 for ln in lines), width
+
+
+def code_lines(lines: Sequence[Line], left: float, width: float) -> list[str]:
+    """Monospaced lines as the lines of a fenced block: each line's text as PDFium gives it
+    (its spaces kept), indented by how far right of `left` it starts in character widths, a
+    blank line where a line is further below the one before than the block's usual spacing
+    (freefem sets its examples double-spaced: that is no blank line)."""
     pitches = sorted(b.top - a.top for a, b in pairwise(lines) if b.top > a.top)
     pitch = pitches[len(pitches) // 2] if pitches else 0.0
     body: list[str] = []
     for k, ln in enumerate(lines):
         if k and pitch and ln.top - lines[k - 1].top > CODE_BLANK_PITCHES * pitch:
             body.append("")
-        indent = min(round((ln.x0 - left) / width), MAX_CODE_INDENT) if width > 0 else 0
+        indent = min(max(round((ln.x0 - left) / width), 0), MAX_CODE_INDENT) if width > 0 else 0
         body.append(" " * indent + ln.text.strip())
+    return body
+
+
+def code_block(lines: Sequence[Line]) -> str:
+    """Monospaced lines as a fenced block (`code_lines`)."""
+    body = code_lines(lines, *code_layout(lines))
+    return "\n".join([fence_for(body), *body, fence_for(body)])
+
+
+def fence_for(body: Sequence[str]) -> str:
+    """A fence longer than any run of backticks in `body`."""
     ticks = max((len(m) for m in _BACKTICKS.findall("\n".join(body))), default=0)
-    fence = "`" * max(3, ticks + 1)
-    return "\n".join([fence, *body, fence])
+    return "`" * max(3, ticks + 1)
+
+
+def _margin(lines: Sequence[Line]) -> float | None:
+    """The left edge of a page's text (not its code), to a point: the leftmost that
+    MARGIN_LINES lines start at, else the most lines' (text indented under it is to its
+    right); None on a page of code alone. Books set odd and even pages at different margins
+    (Erlang's PDFs: 64 and 78 points), so code that runs on to the next page starts elsewhere
+    there."""
+    edges = Counter(round(ln.x0) for ln in lines if not ln.mono)
+    if not edges:
+        return None
+    common = [x for x, n in edges.items() if n >= MARGIN_LINES]  # indented text is to its right
+    return float(min(common) if common else edges.most_common(1)[0][0])
 
 
 def _bullet_item(lines: Sequence[Line], i: int, text: str) -> str | None:
@@ -794,6 +825,10 @@ def assemble(
             pending = None
 
     first_heading: str | None = None
+    # the last code block emitted: (its page, its closing fence, its left edge, its character
+    # width, its page's margin)
+    code: tuple[int, str, float, float, float | None] | None = None
+    margins: dict[int, float | None] = {}
     for p, page in enumerate(kept):
         lines = list(page)  # one page's Lines at a time
         i = 0
@@ -820,13 +855,43 @@ def assemble(
                 continue
             end = _code_end(lines, i, prev, lambda k, p=p: (p, k) in headings) if line.mono else i
             if end > i:  # lines in a monospaced font set apart: a fenced block
-                flush()
-                if not page_started:
+                run = lines[i:end]
+                left, width = code_layout(run)
+                if p not in margins:
+                    margins[p] = _margin(lines)
+                margin = margins[p]
+                if code is not None:  # the block's edge where this page's margin is
+                    shift = margin - code[4] if margin is not None and code[4] is not None else 0
+                    edge = code[2] + shift
+                if (  # the page goes on with the code the page before ended with
+                    not page_started
+                    and pending is None
+                    and code is not None
+                    and code[0] == p - 1
+                    and last is code[1]
+                    and done
+                    and done[-1].endswith(code[1])
+                    and left >= edge - MAX_CODE_SHIFT * max(width, code[3])
+                ):
+                    closing = code[1]
+                    done[-1] = done[-1][: -len(closing)]
+                    length -= len(closing)
+                    left, width = edge, code[3]
                     starts += [length] * (p + 1 - len(starts))
                     page_started = True
-                if last and not last.endswith("\n\n"):
-                    emit("\n")
-                emit(code_block(lines[i:end]) + "\n\n")
+                    emit("\n" + "\n".join(code_lines(run, left, width)))
+                else:
+                    flush()
+                    if not page_started:
+                        starts += [length] * (p + 1 - len(starts))
+                        page_started = True
+                    if last and not last.endswith("\n\n"):
+                        emit("\n")
+                    body = code_lines(run, left, width)
+                    closing = "\n" + fence_for(body) + "\n\n"
+                    emit(fence_for(body) + "\n" + "\n".join(body))
+                emit(closing)
+                code = (p, closing, left, width, margin)
                 prev = lines[end - 1]
                 i = end
                 continue
