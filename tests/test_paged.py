@@ -572,3 +572,44 @@ def test_code_that_runs_onto_the_next_page_is_one_block():
     moved = [Line(1, ln.text, ln.x0 - 50, ln.top, ln.x1 - 50, ln.bottom, 10.0, False, True)
              for ln in second[:2]]  # fmt: skip
     assert assemble([first, moved]).text.count("```") == 4
+
+
+def test_a_call_heading_whose_signature_runs_on_takes_its_indented_lines():
+    # Erlang's cprof: the outline names "analyse/0"; the page sets "analyse() ->" and its
+    # return type on two indented lines in the same monospaced font
+    lines = [
+        Line(0, "Exports", 58, 326, 110, 336, 13.3),
+        Line(0, "analyse() ->", 57.3, 358.4, 120, 364.2, 10.0, False, True),
+        Line(0, "{AllCallCount :: integer() >= 0,", 124, 368.4, 300, 377.7, 10.0, False, True),
+        Line(
+            0,
+            "ModAnalysisList :: mod_analysis_list()}",
+            129.4,
+            380.4,
+            320,
+            389.7,
+            10.0,
+            False,
+            True,
+        ),
+        Line(0, "analyse(Limit) ->", 57.3, 396.9, 140, 402.7, 10.0, False, True),
+        Line(0, "{AllCallCount :: integer() >= 0,", 124, 406.9, 300, 416.2, 10.0, False, True),
+        Line(
+            0,
+            "ModAnalysisList :: mod_analysis_list()}",
+            129.4,
+            418.9,
+            320,
+            428.2,
+            10.0,
+            False,
+            True,
+        ),
+        Line(0, "Collects and analyses the call counters.", 72, 440, 400, 450, 10.0),
+    ]
+    outline = [OutlineEntry("analyse/0", 4, 0), OutlineEntry("analyse/1", 4, 0)]
+    assert outline_headings([lines], outline) == {(0, 1): (4, 3), (0, 4): (4, 3)}
+    from transforms.ingest.layout import assemble
+
+    text = assemble([lines], outline).text
+    assert "#### analyse() -> {AllCallCount :: integer() >= 0, ModAnalysisList" in text, text

@@ -578,7 +578,9 @@ def outline_headings(
                     if not (want.startswith(got) or want.endswith(got) or _tail_match(got, want)):
                         break
             if not matches:
-                matches = [(i, 1) for i in _calls_named(lines, entry.title, p, out)]
+                matches = [
+                    (i, _call_span(lines, i)) for i in _calls_named(lines, entry.title, p, out)
+                ]
             if matches:
                 # the largest of the lines that spell it: a running head that names the
                 # section ("1.1 Introduction" atop Erlang's page, in the text's size) is not it
@@ -609,6 +611,46 @@ def _calls_named(
         if _arity(text[len(name) :]) == arity:
             return [i]
     return []
+
+
+# a signature that goes on: its line ends in an arrow, an alternative, a comma, a type
+# annotation, "=" or an opening bracket
+_UNFINISHED = re.compile(r"(->|\||,|::|=|[(\[{])$")
+MAX_CALL_LINES = 12
+
+
+def _call_span(lines: Sequence[Line], i: int) -> int:
+    """How many lines the call heading at `i` spans: Erlang sets a long signature on lines
+    indented under its first ("analyse() ->" over "{AllCallCount :: integer() >= 0," and
+    "ModAnalysisList :: mod_analysis_list()}"), which were code under a heading of its name
+    alone. A line goes on while the signature is unfinished (`_UNFINISHED`, or a bracket
+    open), in the heading's font and size, indented, with no paragraph's space before it."""
+    head = lines[i]
+    text, span = head.text.strip(), 1
+    while span < MAX_CALL_LINES and i + span < len(lines):
+        following = lines[i + span]
+        if not (_UNFINISHED.search(text) or _open_brackets(text) > 0):
+            break
+        if (
+            following.x0 <= head.x0 + 1
+            or following.mono != head.mono
+            or abs(following.size - head.size) > 0.5
+            or _gap(lines[i + span - 1], following)
+        ):
+            break
+        text += " " + following.text.strip()
+        span += 1
+    return span
+
+
+def _open_brackets(text: str) -> int:
+    depth = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+    return depth
 
 
 def _arity(call: str) -> int | None:
