@@ -866,6 +866,23 @@ def assemble(
             emit(pending + "\n")
             pending = None
 
+    page_started = False
+
+    def open_page(p: int) -> None:
+        """Page `p` starts here, at its first text (an empty page where the next one does)."""
+        nonlocal page_started
+        if not page_started:
+            starts.extend([length] * (p + 1 - len(starts)))
+            page_started = True
+
+    def new_block(p: int, separate: bool = True) -> None:
+        """A block starts: the line held back written, the page opened, a blank line before
+        it when `separate`."""
+        flush()
+        open_page(p)
+        if separate and last and not last.endswith("\n\n"):
+            emit("\n")
+
     first_heading: str | None = None
     # the last code block emitted: (its page, its closing fence, its left edge, its character
     # width, its page's margin)
@@ -884,12 +901,7 @@ def assemble(
             if (p, i) in headings:
                 level, span = headings[(p, i)]
                 text = " ".join(" ".join(ln.text.split()) for ln in lines[i : i + span])
-                flush()
-                if not page_started:
-                    starts += [length] * (p + 1 - len(starts))
-                    page_started = True
-                if last and not last.endswith("\n\n"):
-                    emit("\n")
+                new_block(p)
                 emit("#" * level + " " + text + "\n\n")
                 first_heading = first_heading or text
                 prev = None
@@ -919,16 +931,10 @@ def assemble(
                     done[-1] = done[-1][: -len(closing)]
                     length -= len(closing)
                     left, width = edge, code[3]
-                    starts += [length] * (p + 1 - len(starts))
-                    page_started = True
+                    open_page(p)
                     emit("\n" + "\n".join(code_lines(run, left, width)))
                 else:
-                    flush()
-                    if not page_started:
-                        starts += [length] * (p + 1 - len(starts))
-                        page_started = True
-                    if last and not last.endswith("\n\n"):
-                        emit("\n")
+                    new_block(p)
                     body = code_lines(run, left, width)
                     closing = "\n" + fence_for(body) + "\n\n"
                     emit(fence_for(body) + "\n" + "\n".join(body))
@@ -943,19 +949,11 @@ def assemble(
                 joined = join_hyphen(pending, text, *lexicon)
                 if joined is not None:
                     pending = joined[0]
-                    if not page_started:  # the page starts inside the joined line
-                        starts += [length] * (p + 1 - len(starts))
-                        page_started = True
+                    open_page(p)  # the page starts inside the joined line
                     prev = line
                     i += 1
                     continue
-            paragraph_break = prev is not None and _gap(prev, line)
-            flush()
-            if not page_started:
-                starts += [length] * (p + 1 - len(starts))
-                page_started = True
-            if paragraph_break and last and not last.endswith("\n\n"):
-                emit("\n")
+            new_block(p, prev is not None and _gap(prev, line))
             item = None if (p, i + 1) in headings else _bullet_item(lines, i, text)
             if item is not None:
                 text = item
@@ -965,7 +963,7 @@ def assemble(
             i += 1
         if not page_started:
             flush()
-            starts += [length] * (p + 1 - len(starts))
+            open_page(p)
         prev = None if p + 1 < len(kept) else prev
         done.append("".join(out))
         out.clear()
