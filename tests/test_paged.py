@@ -613,3 +613,18 @@ def test_a_call_heading_whose_signature_runs_on_takes_its_indented_lines():
 
     text = assemble([lines], outline).text
     assert "#### analyse() -> {AllCallCount :: integer() >= 0, ModAnalysisList" in text, text
+
+
+@pytest.mark.parametrize(
+    ("font", "mono"),
+    [("CMTT10", True), ("CMSLTT10", True), ("ABCDEF+CMTT9", True), ("t1xbtt", True),
+     ("EAAAAA+DejaVuSansMono", True), ("WTLJKX+FreeMono", True), ("Courier-Bold", True),
+     ("CMR10", False), ("CMSSBX10", False), ("NimbusRomNo9L-Regu", False), ("t1xr", False),
+     ("EAAAAB+DejaVuSans", False), ("Times-Roman", False)],
+)  # fmt: skip
+def test_monospaced_fonts_are_known_by_name(font: str, mono: bool) -> None:
+    # names seen in Debian's PDFs: TeX's typewriter faces and their slanted and bold cuts
+    # (liboctave's CMSLTT10, t1xbtt), the FreeMono and DejaVu families, Courier
+    from transforms.ingest.pdf import _MONO_FONT
+
+    assert bool(_MONO_FONT.search(font)) is mono

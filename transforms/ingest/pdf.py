@@ -31,12 +31,12 @@ GUTTER_EMS = 2.0  # a space wider than this many font sizes may be a gutter betw
 _SPACES = re.compile(r"\s+")
 # Fonts of fixed width, by name: PDFium's fixed-pitch flag is set on none of TeX's CMTT10,
 # FreeMono or Courier in the PDFs at hand, and on DejaVuSans, which is not. TeX's typewriter
-# faces (cmtt, ectt/sftt of the EC fonts, lmmono, txtt, pcrr: Courier by its Berry name),
-# and the usual monospaced families.
+# faces (cmtt and its slanted cmsltt and italic cmitt, ectt/sftt of the EC fonts, lmmono,
+# txtt and t1xbtt, pcrr: Courier by its Berry name), and the usual monospaced families.
 MONO_SAMPLES = 5
 _MONO_FONT = re.compile(
     r"(?i)mono|courier|consol|menlo|monaco|typewriter|sourcecode|firacode|"
-    r"(^|\+)(cm|ec|sf|tx|t1x)[sl]?tt|(^|\+)pcr[rbo]"
+    r"(^|\+)(cm|ec|sf|tx|t1x)[a-z]{0,2}tt|(^|\+)pcr[rbo]"
 )
 # PDFium keeps the objects it parsed for each page until the document is closed (13 MB for
 # the 2,000 pages of bench/pdf_memory.py); a fresh handle every so many pages lets them go
