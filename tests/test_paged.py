@@ -8,6 +8,7 @@ from schemas.records import RawDocument
 from tests.paged.make import (
     code_pdf,
     contents_and_index_pdf,
+    courier_pdf,
     image_only_pdf,
     long_pdf,
     marked_pdf,
@@ -628,3 +629,10 @@ def test_monospaced_fonts_are_known_by_name(font: str, mono: bool) -> None:
     from transforms.ingest.pdf import _MONO_FONT
 
     assert bool(_MONO_FONT.search(font)) is mono
+
+
+def test_a_document_typeset_in_a_monospaced_font_has_no_code_blocks():
+    # a text file printed to PDF: every line is Courier, so none is code set apart
+    text = _extract("memo.pdf", courier_pdf()).text
+    assert "```" not in text
+    assert "Line 3 of paragraph 0 of a memo typed in Courier.\n\nLine 0 of paragraph 1" in text

@@ -333,3 +333,23 @@ def code_pdf() -> bytes:
     c.showPage()
     c.save()
     return buf.getvalue()
+
+
+def courier_pdf() -> bytes:
+    """A page of prose typeset in Courier throughout, as a text file printed to PDF is."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _, height = A4
+    c.setFont("Courier", 10)
+    y = height - 100
+    for paragraph in range(3):
+        for k in range(4):
+            c.drawString(72, y, f"Line {k} of paragraph {paragraph} of a memo typed in Courier.")
+            y -= 12
+        y -= 12
+    c.showPage()
+    c.save()
+    return buf.getvalue()

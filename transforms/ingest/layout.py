@@ -193,6 +193,7 @@ _BLOCK_LINE = re.compile(r"^(=+|-+)$|^([-*_])(\s*\2){2,}$")
 _MARKER_ALONE = re.compile(r"^([-+*]|\d{1,9}[.)])$")
 _BACKTICKS = re.compile(r"`+")
 CODE_BLANK_PITCHES = 1.5
+MAX_MONO_SHARE = 0.9  # more of a document's text monospaced than this: its body font
 # character widths: the next page's code, from this far left of a block's edge rightwards
 # (its first lines may be indented ones), goes on the block the page before ended with
 MAX_CODE_SHIFT = 2
@@ -791,6 +792,16 @@ def fence_for(body: Sequence[str]) -> str:
     return "`" * max(3, ticks + 1)
 
 
+def mono_share(pages: Sequence[Sequence[Line]]) -> float:
+    """The share of the pages' characters that are on monospaced lines."""
+    mono = total = 0
+    for lines in pages:
+        for line in lines:
+            total += len(line.text)
+            mono += len(line.text) if line.mono else 0
+    return mono / total if total else 0.0
+
+
 def _margin(lines: Sequence[Line]) -> float | None:
     """The left edge of a page's text (not its code), to a point: the leftmost that
     MARGIN_LINES lines start at, else the most lines' (text indented under it is to its
@@ -838,6 +849,9 @@ def assemble(
         _without(lines, dropped.get(p, set())) if p not in contents | index else []
         for p, lines in enumerate(pages)
     ]
+    # a document typeset in a monospaced font (a text file printed to PDF, an RFC) has no
+    # code set apart from its text: its lines are its text
+    code_apart = mono_share(kept) <= MAX_MONO_SHARE
     headings: dict[tuple[int, int], tuple[int, int]]
     if outline:
         headings = outline_headings(kept, outline)
@@ -907,7 +921,10 @@ def assemble(
                 prev = None
                 i += span
                 continue
-            end = _code_end(lines, i, prev, lambda k, p=p: (p, k) in headings) if line.mono else i
+            if line.mono and code_apart:
+                end = _code_end(lines, i, prev, lambda k, p=p: (p, k) in headings)
+            else:
+                end = i
             if end > i:  # lines in a monospaced font set apart: a fenced block
                 run = lines[i:end]
                 left, width = code_layout(run)
