@@ -636,3 +636,20 @@ def test_a_document_typeset_in_a_monospaced_font_has_no_code_blocks():
     text = _extract("memo.pdf", courier_pdf()).text
     assert "```" not in text
     assert "Line 3 of paragraph 0 of a memo typed in Courier.\n\nLine 0 of paragraph 1" in text
+
+
+def test_bulleted_names_in_code_are_list_items_and_an_unmapped_bullet_is_a_bullet():
+    # Erlang's lcnt: "• debug" and "• distribution", the names in a monospaced font; gnuplot's
+    # LaTeX bullets come out of PDFium as U+0088, a control character
+    from transforms.ingest.layout import assemble
+
+    rows = ["• debug", "• distribution", "• generic"]
+    lines = [Line(0, "Valid categories are:", 72, 90, 300, 100, 10.0)]
+    lines += [Line(0, row, 72, 110 + 12 * k, 200, 120 + 12 * k, 10.0, False, True)
+              for k, row in enumerate(rows)]  # fmt: skip
+    lines.append(Line(0, "\x88 New coordinate system (Degrees, Minutes, Seconds).", 72, 160,
+                      400, 170, 10.0))  # fmt: skip
+    text = assemble([lines]).text
+    assert "```" not in text
+    assert "- debug\n- distribution\n- generic\n" in text, text
+    assert "- New coordinate system" in text and "\x88" not in text

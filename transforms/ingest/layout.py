@@ -182,7 +182,9 @@ _CHAPTER = re.compile(r"(?i)(chapter|part|appendix|section)\s+[\dA-Z]{1,6}\.?")
 _HYPHEN_END = re.compile(r"([A-Za-z]+)-$")
 _FIRST_WORD = re.compile(r"([a-z]+)")
 _WORD = re.compile(r"[A-Za-z]+")
-_BULLET = re.compile(r"^[•●▪◦‣∙·■□–]\s*")
+# A bullet glyph; a C1 control character at a line's start is one whose font maps it to no
+# character (gnuplot's LaTeX itemize bullets come out as U+0088)
+_BULLET = re.compile(r"^[•●▪◦‣∙·■□–\x80-\x9f]\s*")
 _MARKDOWN_START = re.compile(r"^(#|```|~~~|>|\s{4})")
 # A line that Markdown reads as a setext heading's underline ("-" or "=" alone under a line of
 # text makes that line a heading) or as a thematic break ("***", "- - -"): Erlang's table of
@@ -744,7 +746,12 @@ def _code_end(
     name in code that a line of prose wraps to stays in its paragraph) and not over an
     indented description."""
     end = i
-    while end < len(lines) and lines[end].mono and not is_heading(end):
+    while (  # an item of a list is text, its words in code or not ("• debug")
+        end < len(lines)
+        and lines[end].mono
+        and not is_heading(end)
+        and not _BULLET.match(lines[end].text.lstrip())
+    ):
         end += 1
     if end - i >= 2:
         return end
