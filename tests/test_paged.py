@@ -653,3 +653,19 @@ def test_bulleted_names_in_code_are_list_items_and_an_unmapped_bullet_is_a_bulle
     assert "```" not in text
     assert "- debug\n- distribution\n- generic\n" in text, text
     assert "- New coordinate system" in text and "\x88" not in text
+
+
+def test_a_call_heading_with_a_bracket_open_takes_its_line_wrapped_at_its_own_edge():
+    # Erlang's et: "report_event(...) -> {ok," wraps to "Continuation} | exit(Reason)" at the
+    # heading's own left edge; the next call starts there too and is a heading of its own
+    lines = [
+        Line(0, "report_event(Handle, DetailLevel, FromTo, Label, Contents) -> {ok,", 58.5,
+             130.8, 400, 137.9, 10.0, False, True),
+        Line(0, "Continuation} | exit(Reason)", 57.4, 140.8, 200, 149.8, 10.0, False, True),
+        Line(0, "report_event(Handle, DetailLevel, From, To, Label, Contents) -> {ok,", 58.5,
+             157.3, 400, 164.4, 10.0, False, True),
+        Line(0, "Continuation} | exit(Reason)", 57.4, 167.3, 200, 176.3, 10.0, False, True),
+        Line(0, "Types:", 56.9, 182.6, 90, 189.3, 10.0),
+    ]  # fmt: skip
+    outline = [OutlineEntry("report_event/5", 4, 0), OutlineEntry("report_event/6", 4, 0)]
+    assert outline_headings([lines], outline) == {(0, 0): (4, 2), (0, 2): (4, 2)}

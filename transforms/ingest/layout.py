@@ -620,6 +620,7 @@ def _calls_named(
 # annotation, "=" or an opening bracket
 _UNFINISHED = re.compile(r"(->|\||,|::|=|[(\[{])$")
 MAX_CALL_LINES = 12
+_CALL_START = re.compile(r"[\w:.$']+\(")  # a line that starts another call
 
 
 def _call_span(lines: Sequence[Line], i: int) -> int:
@@ -627,15 +628,22 @@ def _call_span(lines: Sequence[Line], i: int) -> int:
     indented under its first ("analyse() ->" over "{AllCallCount :: integer() >= 0," and
     "ModAnalysisList :: mod_analysis_list()}"), which were code under a heading of its name
     alone. A line goes on while the signature is unfinished (`_UNFINISHED`, or a bracket
-    open), in the heading's font and size, indented, with no paragraph's space before it."""
+    open), in the heading's font and size, indented, with no paragraph's space before it;
+    with a bracket open it may start at the heading's edge ("... -> {ok," over
+    "Continuation} | exit(Reason)") unless it starts another call."""
     head = lines[i]
     text, span = head.text.strip(), 1
     while span < MAX_CALL_LINES and i + span < len(lines):
         following = lines[i + span]
         if not (_UNFINISHED.search(text) or _open_brackets(text) > 0):
             break
+        wrapped = (  # a bracket left open: the line may wrap at the heading's own edge
+            _open_brackets(text) > 0
+            and following.x0 >= head.x0 - 2
+            and not _CALL_START.match(following.text.strip())
+        )
         if (
-            following.x0 <= head.x0 + 1
+            (following.x0 <= head.x0 + 1 and not wrapped)
             or following.mono != head.mono
             or abs(following.size - head.size) > 0.5
             or _gap(lines[i + span - 1], following)
