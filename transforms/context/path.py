@@ -306,12 +306,9 @@ def _longest_item(parts: list[tuple[str, ...]]) -> int:
 
 
 def _balanced(parts: list[tuple[str, ...]], tail: str, fits: Callable[[str], bool]) -> str | None:
-    """The header of `parts` with its items cut to the longest one length that `fits`, no
-    shorter than MIN_ITEM_CHARS; None when none does."""
+    """The header of `parts`, which does not fit whole, with its items cut to the longest one
+    length that `fits`, no shorter than MIN_ITEM_CHARS; None when none does."""
     longest = _longest_item(parts)
-    whole = _capped(parts, tail, longest)  # no item cut
-    if fits(whole):
-        return whole
     lo, hi = MIN_ITEM_CHARS, longest - 1
     if hi < lo or not fits(_capped(parts, tail, lo)):
         return None
@@ -337,7 +334,8 @@ def _fewer_entries(
     first_fit = None
     for drop in range(1, len(parts) - 2):
         fewer = [*parts[:2], (ELLIPSIS,), *parts[2 + drop :]]
-        candidate = _balanced(fewer, tail, fits)
+        whole = _joined(fewer) + tail
+        candidate = whole if fits(whole) else _balanced(fewer, tail, fits)
         if candidate is None:
             candidate = _fewer_items(fewer, tail, min(MIN_ITEM_CHARS, _longest_item(fewer)), fits)
         if candidate is None:
