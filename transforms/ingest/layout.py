@@ -45,7 +45,7 @@ class Line(NamedTuple):  # a 2,000-page PDF has 80,000: a frozen dataclass took 
     bottom: float
     size: float = 0.0  # font size of the line's first character
     bold: bool = False
-    mono: bool = False  # set in a monospaced font (its first, middle and last characters)
+    mono: bool = False  # set in a monospaced font (four of five characters across it)
 
 
 class PageLines(Sequence[Line]):
@@ -635,10 +635,11 @@ def _call_span(lines: Sequence[Line], i: int) -> int:
     text, span = head.text.strip(), 1
     while span < MAX_CALL_LINES and i + span < len(lines):
         following = lines[i + span]
-        if not (_UNFINISHED.search(text) or _open_brackets(text) > 0):
+        bracket_open = _open_brackets(text) > 0
+        if not (bracket_open or _UNFINISHED.search(text)):
             break
         wrapped = (  # a bracket left open: the line may wrap at the heading's own edge
-            _open_brackets(text) > 0
+            bracket_open
             and following.x0 >= head.x0 - 2
             and not _CALL_START.match(following.text.strip())
         )
@@ -793,12 +794,6 @@ def code_lines(lines: Sequence[Line], left: float, width: float) -> list[str]:
         indent = min(max(round((ln.x0 - left) / width), 0), MAX_CODE_INDENT) if width > 0 else 0
         body.append(" " * indent + ln.text.strip())
     return body
-
-
-def code_block(lines: Sequence[Line]) -> str:
-    """Monospaced lines as a fenced block (`code_lines`)."""
-    body = code_lines(lines, *code_layout(lines))
-    return "\n".join([fence_for(body), *body, fence_for(body)])
 
 
 def fence_for(body: Sequence[str]) -> str:
@@ -968,8 +963,9 @@ def assemble(
                 else:
                     new_block(p)
                     body = code_lines(run, left, width)
-                    closing = "\n" + fence_for(body) + "\n\n"
-                    emit(fence_for(body) + "\n" + "\n".join(body))
+                    fence = fence_for(body)
+                    closing = "\n" + fence + "\n\n"
+                    emit(fence + "\n" + "\n".join(body))
                 emit(closing)
                 code = (p, closing, left, width, margin)
                 prev = lines[end - 1]

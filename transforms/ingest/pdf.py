@@ -81,7 +81,8 @@ def page_lines(page, textpage, raw, index: int) -> list[Line]:
     width = page.get_width()
     mid = width / 2
 
-    # bound once: a 2,000-page PDF makes 80,000 lines, four PDFium calls each
+    # bound once: a 2,000-page PDF makes 80,000 lines, four PDFium calls each and
+    # MONO_SAMPLES font lookups
     char_box, font_size, font_weight, font_info = (
         raw.FPDFText_GetCharBox,
         raw.FPDFText_GetFontSize,
